@@ -1,0 +1,27 @@
+"""Custom-gradient ops for TensorFlow 2 / Keras 3: surrogates, straight-through estimators,
+clipping, intentional overrides and numerically stable gradients.
+
+    import ops
+    spec = ops.get("atan")
+    y = spec.apply(x, alpha=2.0)        # forward: step; backward: the atan surrogate
+"""
+
+from ops.registry import DTYPES, FAMILIES, KINDS, OpSpec, Param, Point, as_float_tensor, by_family, get, names, register
+from ops import catalogue as _catalogue  # noqa: F401  (registers the built-in ops)
+from ops.layer import GRADIENT_MODES, SurrogateLayer
+
+__all__ = [
+    "DTYPES",
+    "FAMILIES",
+    "GRADIENT_MODES",
+    "KINDS",
+    "OpSpec",
+    "Param",
+    "Point",
+    "SurrogateLayer",
+    "as_float_tensor",
+    "by_family",
+    "get",
+    "names",
+    "register",
+]

@@ -1,0 +1,102 @@
+"""URL state: round trips, and every malformed value falls back with a notice, never an exception."""
+
+from dataclasses import replace
+
+import pytest
+
+import ops
+from explorer import state as url_state
+
+
+def test_default_state_tells_the_story():
+    state = url_state.default_state()
+    assert state.op == "ste_sign"
+    assert (state.lo, state.hi, state.n, state.dtype) == (-3.0, 3.0, 2001, "float32")
+    assert state.compare_param == "clip_value" and state.compare_values == (0.5, 1.0, 2.0)
+
+
+@pytest.mark.parametrize("key", ops.names())
+def test_round_trip_every_op(key):
+    spec = ops.get(key)
+    params = {p.name: (p.low + p.high) / 2 if not p.integer else float(round((p.low + p.high) / 2)) for p in spec.params}
+    if key == "leaky_clip":
+        params.update(lo=-0.5, hi=2.0)
+    state = url_state.default_state().with_op(key)
+    state = replace(state, params=params, lo=-2.5, hi=4.25, n=777, dtype="bfloat16", upstream=3.0, overlay=True)
+    restored, notices = url_state.from_query(url_state.to_query(state))
+    assert notices == []
+    assert restored.op == key
+    assert restored.resolved_params() == pytest.approx(spec.resolve(params))
+    assert (restored.lo, restored.hi, restored.n, restored.dtype, restored.upstream, restored.overlay) == (
+        -2.5, 4.25, 777, "bfloat16", 3.0, True,
+    )
+
+
+def test_compare_round_trip():
+    state = replace(url_state.default_state(), compare="ops", compare_ops=("atan", "sigmoid"))
+    restored, notices = url_state.from_query(url_state.to_query(state))
+    assert notices == [] and restored.compare == "ops" and restored.compare_ops == ("atan", "sigmoid")
+    state = replace(url_state.default_state(), compare_values=(0.25, 3.0))
+    restored, _ = url_state.from_query(url_state.to_query(state))
+    assert restored.compare_values == (0.25, 3.0)
+
+
+MALFORMED = [
+    ({"op": "nope"}, "Unknown op"),
+    ({"op": ""}, "Unknown op"),
+    ({"op": "atan", "p.alpha": "nan"}, "alpha"),
+    ({"op": "atan", "p.alpha": "inf"}, "alpha"),
+    ({"op": "atan", "p.alpha": "-inf"}, "alpha"),
+    ({"op": "atan", "p.alpha": "1e9"}, "alpha"),
+    ({"op": "atan", "p.alpha": "two"}, "alpha"),
+    ({"op": "atan", "p.alpha": ""}, "alpha"),
+    ({"op": "dorefa", "p.k_bit": "2.5"}, "k_bit"),
+    ({"op": "leaky_clip", "p.lo": "2", "p.hi": "-2"}, "below"),
+    ({"op": "atan", "p.clip_value": "1"}, "Ignored parameter"),
+    ({"lo": "5", "hi": "-5"}, "lo < hi"),
+    ({"lo": "1", "hi": "1"}, "lo < hi"),
+    ({"lo": "nan"}, "'lo'"),
+    ({"hi": "inf"}, "'hi'"),
+    ({"lo": "-1e300"}, "'lo'"),
+    ({"hi": "abc"}, "'hi'"),
+    ({"n": "-5"}, "'n'"),
+    ({"n": "0"}, "'n'"),
+    ({"n": "10"}, "'n'"),
+    ({"n": "1000001"}, "'n'"),
+    ({"n": "1e12"}, "'n'"),
+    ({"n": "20.5"}, "'n'"),
+    ({"n": "many"}, "'n'"),
+    ({"dtype": "int8"}, "dtype"),
+    ({"dtype": "float128"}, "dtype"),
+    ({"upstream": "nan"}, "upstream"),
+    ({"upstream": "1e99"}, "upstream"),
+    ({"overlay": "maybe"}, "overlay"),
+    ({"cmp": "everything"}, "cmp"),
+    ({"cmp": "ops", "cmp_ops": "atan,__import__,rect"}, "unknown op"),
+    ({"cmp_param": "alpha"}, "cmp_param"),
+    ({"cmp_values": "0.5,zero,99"}, "compare value"),
+    ({"op": "x" * 10_000}, "too long"),
+    ({"op": "<script>alert(1)</script>"}, "Unknown op"),
+]
+
+
+@pytest.mark.parametrize("query, fragment", MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
+def test_malformed_values_fall_back_with_a_notice(query, fragment):
+    state, notices = url_state.from_query(query)
+    assert notices, "a malformed value must produce a visible notice"
+    assert any(fragment.lower() in notice.lower() for notice in notices), notices
+    # whatever fell back is valid: the state resolves and sweeps would accept it
+    state.spec.resolve(state.params)
+    assert state.lo < state.hi and url_state.N_RANGE[0] <= state.n <= url_state.N_RANGE[1]
+    assert state.dtype in ops.DTYPES
+
+
+def test_repeated_keys_take_the_last_value():
+    state, notices = url_state.from_query({"op": ["atan", "sigmoid"], "n": ["101", "501"]})
+    assert notices == [] and state.op == "sigmoid" and state.n == 501
+
+
+def test_valid_values_next_to_invalid_ones_are_kept():
+    state, notices = url_state.from_query({"op": "atan", "p.alpha": "3.5", "n": "-1", "lo": "-2"})
+    assert state.op == "atan" and state.params == {"alpha": 3.5} and state.lo == -2.0
+    assert state.n == 2001 and len(notices) == 1
