@@ -1,0 +1,679 @@
+"""Train the same small network with different ops and gradient modes, fairly, and fast.
+
+Model: ``Input -> [Dense(width) -> op] x depth -> Dense(1)``. The op is an
+``ops.SurrogateLayer`` (``gradient="custom"`` or ``"true"``), or Keras ReLU for the baseline
+``Run(None)``. Classification trains logits with binary cross-entropy (``from_logits``),
+regression with mean squared error.
+
+Fairness: every run starts from the same weights (built once from the seed and copied with
+``set_weights``) and sees the same mini-batches in the same order (:func:`batch_order`).
+
+Speed: one ``Model.fit`` call trains a chunk of real epochs: its single Keras ``train_step`` loops
+over the chunk's epochs and each epoch's mini-batches in-graph, XLA-compiled, so Python, Keras
+and kernel-launch overhead is paid per chunk, not per epoch or batch. Each real epoch writes one
+history row into a variable that the streaming callback reads after the chunk.
+
+History rows (one per real epoch, ``epoch`` counted from 1) describe the weights the epoch
+*starts* from, measured on the full data set: ``loss``, ``accuracy`` (classification only),
+``grad_norm`` (Frobenius norm of the loss gradient w.r.t. the first Dense kernel) and
+``dead_fraction`` (share of first-layer units whose kernel column and bias get exactly zero
+gradient). For full-batch training these are exactly the values of that epoch's update step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import keras
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+import ops
+from explorer import tasks
+
+MAX_EPOCHS = 2000
+MAX_WIDTH = 64
+MAX_DEPTH = 3
+MAX_LEARNING_RATE = 1e7
+MAX_RESOLUTION = 500
+# "diverged": a loss that is NaN or inf, or above DIVERGENCE_FACTOR * max(1, first loss). The second
+# rule catches what Adam does with a huge learning rate: its steps are bounded by the rate, so
+# the weights grow linearly and the (numerically stable) cross-entropy stays finite but explodes.
+DIVERGENCE_FACTOR = 1e3
+NO_GRADIENT_EPOCHS = 3  # a run with zero first-layer gradient for this many first epochs is "no_gradient"
+STATUSES = ("ok", "diverged", "no_gradient", "stopped")
+OPTIMIZERS: dict[str, type[keras.optimizers.Optimizer]] = {
+    "adam": keras.optimizers.Adam,
+    "sgd": keras.optimizers.SGD,
+    "rmsprop": keras.optimizers.RMSprop,
+    "adagrad": keras.optimizers.Adagrad,
+}
+DEFAULT_OPTIMIZER = "adam"
+DEFAULT_LEARNING_RATE = 0.03
+DEFAULT_EPOCHS = 300
+DEFAULT_WIDTH = 16
+# Chunking: one Model.fit call costs ~10-30 ms of Keras overhead, one full-batch epoch of a small
+# network ~20-50 us in XLA. A chunk aims at CHUNK_SECONDS of training, so the overhead is hidden
+# and live charts / should_stop still respond several times a second.
+CHUNK_SECONDS = 0.1
+MAX_EPOCHS_PER_CHUNK = 500
+ORDER_BUFFER_POINTS = 2**20  # mini-batch chunks carry their epochs' point orders: cap the buffer
+FIRST_CHUNK_WORK = 5e7  # points x parameters of the first chunk, before any speed was measured
+
+_RECORD_FIELDS = ("loss", "accuracy", "grad_norm", "dead_fraction")
+FIRST_HIDDEN = "dense_1"
+
+
+# -- argument checks --------------------------------------------------------------------------
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a whole number {allowed}, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} = {value} is outside the allowed range {allowed}")
+    return int(value)
+
+
+def _check_learning_rate(value: Any) -> float:
+    allowed = f"(0, {MAX_LEARNING_RATE:g}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= MAX_LEARNING_RATE:
+        raise ValueError(f"learning_rate must be a number in {allowed}, got {value!r}")
+    return float(value)
+
+
+def _check_optimizer(value: Any) -> str:
+    if not isinstance(value, str) or value.lower() not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {value!r}")
+    return value.lower()
+
+
+# -- runs and results --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """One model to train: an op (key or ``OpSpec``; ``None`` = Keras ReLU baseline), its
+    parameters and the gradient mode ("custom": the op's custom gradient; "true": autodiff of
+    the plain forward). ``params`` is stored resolved (defaults filled in, validated)."""
+
+    op: str | ops.OpSpec | None
+    params: Mapping[str, Any] | None = None
+    mode: str = "custom"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ops.GRADIENT_MODES:
+            raise ValueError(f"mode must be one of {ops.GRADIENT_MODES}, got {self.mode!r}")
+        if self.op is None:
+            if self.params:
+                raise ValueError("the ReLU baseline Run(None) takes no params")
+            object.__setattr__(self, "params", {})
+            return
+        try:
+            spec = ops.get(self.op)
+        except KeyError as error:
+            raise ValueError(str(error.args[0])) from None
+        object.__setattr__(self, "params", spec.resolve(dict(self.params or {})))
+
+    @property
+    def spec(self) -> ops.OpSpec | None:
+        return None if self.op is None else ops.get(self.op)
+
+    @property
+    def label(self) -> str:
+        """A short legend name, e.g. ``ste_sign (custom)`` or ``relu``."""
+        if self.op is None:
+            return "relu"
+        spec = self.spec
+        changed = {k: v for k, v in self.params.items() if v != spec.defaults()[k]}
+        details = ", ".join(f"{k}={v:g}" for k, v in changed.items())
+        return f"{spec.key} ({self.mode}{', ' + details if details else ''})"
+
+
+@dataclass
+class RunResult:
+    """Outcome of one run.
+
+    ``status``: "diverged" (loss NaN/inf or exploded, at ``diverged_epoch``; training stopped),
+    "stopped" (``should_stop``), "no_gradient" (the first layer's kernel gradient was exactly
+    zero in each of the first ``NO_GRADIENT_EPOCHS`` epochs, or all if fewer; training went on),
+    else "ok". ``model`` is the trained Keras network (outputs logits for classification).
+    ``seconds`` is the run's wall time including model build and compilation; ``steps_per_second`` counts optimisation steps (mini-batches) per second of
+    warm training (every ``fit`` call but the one that traced and compiled, which counts only
+    when there was no other)."""
+
+    run: Run
+    status: str
+    history: pd.DataFrame
+    diverged_epoch: int | None
+    seconds: float
+    steps_per_second: float
+    model: keras.Model
+
+
+def _as_run(run: Run | str | ops.OpSpec | None) -> Run:
+    return run if isinstance(run, Run) else Run(run)
+
+
+# -- data order -------------------------------------------------------------------------------
+def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of the ``n`` points in ``epoch`` (0-based): ``default_rng([seed, epoch]).permutation(n)``.
+
+    One independent stream per (seed, epoch), so a paused session resumes with the same order.
+    """
+    return np.random.default_rng([seed, epoch]).permutation(n).astype(np.int32)
+
+
+def batch_order(n: int, batch_size: int | None, seed: int, epoch: int) -> list[np.ndarray]:
+    """The index arrays of the mini-batches of ``epoch`` (0-based), in order; every run sees these.
+
+    Full batch (``batch_size`` None or >= n) is one batch of all points in their stored order.
+    """
+    if batch_size is None or batch_size >= n:
+        return [np.arange(n, dtype=np.int32)]
+    order = epoch_permutation(n, seed, epoch)
+    return [order[start : start + batch_size] for start in range(0, n, batch_size)]
+
+
+# -- model ------------------------------------------------------------------------------------
+def build_model(
+    input_dim: int, run: Run | None, *, width: int = DEFAULT_WIDTH, depth: int = 1, seed: int = 0
+) -> keras.Model:
+    """``Input -> [Dense(width) -> op] x depth -> Dense(1)``; the output is a logit or a value."""
+    input_dim = _check_int("input_dim", input_dim, 1)
+    width = _check_int("width", width, 1, MAX_WIDTH)
+    depth = _check_int("depth", depth, 1, MAX_DEPTH)
+    run = Run(None) if run is None else run
+    inputs = keras.Input(shape=(input_dim,), name="x")
+    hidden = inputs
+    for layer in range(1, depth + 1):
+        initializer = keras.initializers.GlorotUniform(seed=seed * (MAX_DEPTH + 1) + layer)
+        hidden = keras.layers.Dense(width, kernel_initializer=initializer, name=f"dense_{layer}")(hidden)
+        if run.op is None:
+            hidden = keras.layers.Activation(keras.activations.relu, name=f"op_{layer}")(hidden)
+        else:
+            hidden = ops.SurrogateLayer(run.spec, gradient=run.mode, params=dict(run.params), name=f"op_{layer}")(
+                hidden
+            )
+    initializer = keras.initializers.GlorotUniform(seed=seed * (MAX_DEPTH + 1))
+    outputs = keras.layers.Dense(1, kernel_initializer=initializer, name="output")(hidden)
+    return keras.Model(inputs, outputs, name="relu" if run.op is None else f"{run.spec.key}_{run.mode}")
+
+
+class _ChunkTrainer(keras.Model):
+    """Wraps a network; one ``train_step`` = a chunk of real epochs, each with all its
+    mini-batches, in one compiled call (nested in-graph loops, so XLA pays no per-epoch launch).
+
+    The fed element is ``(first_epoch, count)`` plus, for mini-batch training, the padded point
+    order of each of the chunk's epochs (always ``chunk`` rows, so shapes never change and the
+    step compiles once). Each epoch writes its history row into ``records[epoch]``; the loop
+    ends early after an epoch whose loss is not finite.
+    """
+
+    def __init__(self, net: keras.Model, dataset: tasks.Dataset, batch_size: int | None):
+        super().__init__(name=f"trainer_{net.name}")
+        self.net = net
+        n = dataset.n
+        self._classification = dataset.is_classification
+        self._x = tf.constant(dataset.x)
+        self._y = tf.constant(dataset.y[:, None])
+        self.full_batch = batch_size is None or batch_size >= n
+        self._batch_size = n if self.full_batch else batch_size
+        self._batches = math.ceil(n / self._batch_size)
+        # padded slots (the short last batch) get weight 0: same gradient as a smaller batch
+        mask = np.arange(self._batches * self._batch_size) < n
+        self._batch_weights = tf.constant(mask.reshape(self._batches, self._batch_size, 1).astype(np.float32))
+        # a plain tf.Variable in a list: not a Keras weight, invisible to the optimiser
+        self._records = [tf.Variable(tf.zeros((MAX_EPOCHS, len(_RECORD_FIELDS))), trainable=False)]
+        first = net.get_layer(FIRST_HIDDEN)
+        variable_ids = [id(v) for v in net.trainable_variables]
+        self._kernel_index = variable_ids.index(id(first.kernel))
+        self._bias_index = variable_ids.index(id(first.bias))
+        self.built = True
+
+    @property
+    def records(self) -> tf.Variable:
+        return self._records[0]
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self._batches
+
+    @property
+    def padded_points(self) -> int:
+        return self._batches * self._batch_size
+
+    def call(self, inputs, training=False):
+        return self.net(inputs, training=training)
+
+    def _per_point_loss(self, logits: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        if self._classification:
+            return tf.nn.sigmoid_cross_entropy_with_logits(labels=targets, logits=logits)
+        return tf.square(logits - targets)
+
+    def _gradients(self, x, targets, weights, variables):
+        """(weighted mean loss, logits, gradients with zeros where autodiff gives None)."""
+        with tf.GradientTape() as tape:
+            logits = self.net(x, training=True)
+            losses = self._per_point_loss(logits, targets)
+            if weights is None:
+                loss = tf.reduce_mean(losses)
+            else:
+                loss = tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+        grads = tape.gradient(loss, variables)
+        grads = [tf.zeros(v.shape, v.dtype) if g is None else g for g, v in zip(grads, variables, strict=True)]
+        return loss, logits, grads
+
+    def _record(self, epoch, loss, logits, grads) -> None:
+        if self._classification:
+            correct = tf.equal(logits > 0.0, self._y > 0.5)
+            accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
+        else:
+            accuracy = tf.constant(float("nan"))
+        kernel_grad, bias_grad = grads[self._kernel_index], grads[self._bias_index]
+        unit_alive = tf.logical_or(tf.reduce_any(kernel_grad != 0.0, axis=0), bias_grad != 0.0)
+        dead_fraction = 1.0 - tf.reduce_mean(tf.cast(unit_alive, tf.float32))
+        row = tf.stack([loss, accuracy, tf.norm(kernel_grad), dead_fraction])
+        self.records.scatter_nd_update(tf.reshape(epoch, [1, 1]), row[None, :])
+
+    def _epoch(self, epoch, order, variables):
+        """One real epoch; returns its start-of-epoch full-data loss."""
+        loss, logits, grads = self._gradients(self._x, self._y, None, variables)
+        self._record(epoch, loss, logits, grads)
+        if self.full_batch:
+            self.optimizer.apply(grads, variables)
+            return loss
+        batches = tf.reshape(order, (self._batches, self._batch_size))
+
+        def batch_step(index):
+            points = batches[index]
+            _, _, batch_grads = self._gradients(
+                tf.gather(self._x, points), tf.gather(self._y, points), self._batch_weights[index], variables
+            )
+            self.optimizer.apply(batch_grads, variables)
+            return (index + 1,)
+
+        tf.while_loop(lambda index: index < self._batches, batch_step, (tf.constant(0),))
+        return loss
+
+    def train_step(self, data):
+        variables = self.net.trainable_variables
+        first_epoch, count = data[0], data[1]
+        orders = data[2] if len(data) > 2 else None
+
+        def epoch_step(offset, finite):
+            order = None if orders is None else orders[offset]
+            loss = self._epoch(first_epoch + offset, order, variables)
+            return offset + 1, tf.math.is_finite(loss)
+
+        offset, _ = tf.while_loop(
+            lambda offset, finite: tf.logical_and(offset < count, finite),
+            epoch_step,
+            (tf.constant(0), tf.constant(True)),
+        )
+        return {"epochs": offset}
+
+
+# -- the session ------------------------------------------------------------------------------
+@dataclass
+class _RunState:
+    run: Run
+    net: keras.Model
+    trainer: _ChunkTrainer
+    rows: list[dict[str, float]] = field(default_factory=list)
+    status: str | None = None  # None while training; "diverged" / "stopped" once finished early
+    diverged_epoch: int | None = None
+    build_seconds: float = 0.0
+    fit_seconds: list[float] = field(default_factory=list)
+    fit_steps: list[int] = field(default_factory=list)
+    fit_warm: list[bool] = field(default_factory=list)  # False for the fit that traced and compiled
+    compiled: bool = False
+    jit_compile: bool = True
+    optimizer_start: list[np.ndarray] = field(default_factory=list)
+
+
+class _StreamEpochs(keras.callbacks.Callback):
+    """After each ``fit`` chunk: turn the chunk's records into history rows, stream them through
+    ``on_epoch``, stop on a diverged loss (see ``DIVERGENCE_FACTOR``; rows after it are dropped)
+    or when ``should_stop()`` says so."""
+
+    def __init__(self, session: Session, index: int, first_epoch: int, count: int, on_epoch, should_stop):
+        super().__init__()
+        self._session, self._index = session, index
+        self._first_epoch, self._count = first_epoch, count
+        self._on_epoch, self._should_stop = on_epoch, should_stop
+
+    def on_epoch_end(self, epoch, logs=None):
+        state = self._session._states[self._index]
+        records = state.trainer.records.numpy()[self._first_epoch : self._first_epoch + self._count]
+        for offset, values in enumerate(records):
+            row = {"epoch": self._first_epoch + offset + 1}
+            row.update({name: float(value) for name, value in zip(_RECORD_FIELDS, values, strict=True)})
+            if not self._session.dataset.is_classification:
+                del row["accuracy"]
+            state.rows.append(row)
+            if self._on_epoch is not None:
+                self._on_epoch(self._index, row["epoch"], dict(row))
+            if not math.isfinite(row["loss"]) or row["loss"] > DIVERGENCE_FACTOR * max(1.0, state.rows[0]["loss"]):
+                state.status, state.diverged_epoch = "diverged", row["epoch"]
+                self.model.stop_training = True
+                return
+        if self._should_stop is not None and self._should_stop():
+            self._session._stop_requested = True
+            self.model.stop_training = True
+
+
+class Session:
+    """Built models plus optimiser state for a list of runs; :meth:`step` trains all of them for
+    a few more epochs (resumable: the page can step one epoch at a time), :meth:`results` reads
+    the outcome so far. All runs share initial weights and batch order."""
+
+    def __init__(
+        self,
+        task: str | tasks.Dataset,
+        runs: Sequence[Run | str | ops.OpSpec | None],
+        *,
+        width: int = DEFAULT_WIDTH,
+        depth: int = 1,
+        optimizer: str = DEFAULT_OPTIMIZER,
+        learning_rate: float = DEFAULT_LEARNING_RATE,
+        batch_size: int | None = None,
+        seed: int = 0,
+        epochs_per_chunk: int | None = None,
+    ):
+        self.width = _check_int("width", width, 1, MAX_WIDTH)
+        self.depth = _check_int("depth", depth, 1, MAX_DEPTH)
+        self.optimizer = _check_optimizer(optimizer)
+        self.learning_rate = _check_learning_rate(learning_rate)
+        self.batch_size = None if batch_size is None else _check_int("batch_size", batch_size, 1)
+        self.seed = _check_int("seed", seed, 0)
+        if isinstance(task, tasks.Dataset):
+            self.dataset = task
+        elif isinstance(task, str):
+            self.dataset = tasks.make(task, seed=self.seed)
+        else:
+            raise ValueError(f"task must be a task name ({', '.join(tasks.names())}) or a Dataset, got {task!r}")
+        if isinstance(runs, (str, Run, ops.OpSpec)) or not isinstance(runs, Sequence) or not runs:
+            raise ValueError("runs must be a non-empty list of Run")
+        self.runs = [_as_run(run) for run in runs]
+        self._adaptive_chunks = epochs_per_chunk is None
+        if epochs_per_chunk is None:
+            n, batch = self.dataset.n, min(self.batch_size or self.dataset.n, self.dataset.n)
+            capacity = MAX_EPOCHS_PER_CHUNK if batch == n else ORDER_BUFFER_POINTS // (math.ceil(n / batch) * batch)
+            self.epochs_per_chunk = max(1, min(MAX_EPOCHS_PER_CHUNK, capacity))
+        else:
+            self.epochs_per_chunk = _check_int("epochs_per_chunk", epochs_per_chunk, 1, MAX_EPOCHS_PER_CHUNK)
+        self.epoch = 0  # epochs done by every run still training
+        self._stop_requested = False
+        start = time.perf_counter()
+        template = build_model(self.dataset.input_dim, None, width=self.width, depth=self.depth, seed=self.seed)
+        self.initial_weights = template.get_weights()
+        template_seconds = time.perf_counter() - start
+        self._states = [self._build(run) for run in self.runs]
+        self._states[0].build_seconds += template_seconds  # built once; booked to the first run
+        parameters = self._states[0].net.count_params()
+        first = int(FIRST_CHUNK_WORK // (self.dataset.n * parameters))
+        self._chunk = self.epochs_per_chunk if not self._adaptive_chunks else max(1, min(self.epochs_per_chunk, first))
+
+    # -- building ---------------------------------------------------------------------------
+    def _build(self, run: Run) -> _RunState:
+        start = time.perf_counter()
+        net = build_model(self.dataset.input_dim, run, width=self.width, depth=self.depth, seed=self.seed)
+        net.set_weights(self.initial_weights)
+        trainer = _ChunkTrainer(net, self.dataset, self.batch_size)
+        state = _RunState(run=run, net=net, trainer=trainer)
+        self._compile(state, jit_compile=True)
+        state.build_seconds = time.perf_counter() - start
+        return state
+
+    def _compile(self, state: _RunState, jit_compile: bool) -> None:
+        optimizer = OPTIMIZERS[self.optimizer](learning_rate=self.learning_rate)
+        optimizer.build(state.net.trainable_variables)
+        state.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
+        state.jit_compile = jit_compile
+        state.optimizer_start = [variable.numpy() for variable in optimizer.variables]
+
+    def reset(self) -> None:
+        """Back to epoch 0: initial weights, fresh optimiser state, empty histories; compiled
+        functions are kept (so a second pass measures warm speed)."""
+        for state in self._states:
+            state.net.set_weights(self.initial_weights)
+            for variable, value in zip(state.trainer.optimizer.variables, state.optimizer_start, strict=True):
+                variable.assign(value)  # iteration count and moments; the learning rate is a variable too
+            state.rows.clear()
+            state.status, state.diverged_epoch = None, None
+            state.fit_seconds.clear()
+            state.fit_steps.clear()
+            state.fit_warm.clear()
+        self.epoch = 0
+        self._stop_requested = False
+
+    # -- training ---------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """True when no run can train further (all diverged or stopped, or the epoch cap is reached)."""
+        return self.epoch >= MAX_EPOCHS or all(state.status is not None for state in self._states)
+
+    def batch_order(self, epoch: int) -> list[np.ndarray]:
+        """The mini-batches (index arrays) every run sees in ``epoch`` (0-based)."""
+        return batch_order(self.dataset.n, self.batch_size, self.seed, epoch)
+
+    def step(
+        self,
+        epochs: int = 1,
+        *,
+        on_epoch: Callable[[int, int, dict], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[RunResult]:
+        """Train every still-running run for ``epochs`` more epochs, interleaved chunk by chunk.
+
+        ``on_epoch(run_index, epoch, row)`` is called once per epoch and run; ``should_stop()``
+        is checked after every chunk but the last (a chunk is about ``CHUNK_SECONDS`` of training
+        per run, at most ``epochs_per_chunk`` epochs); True marks the runs still training "stopped".
+        """
+        epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
+        if self.epoch + epochs > MAX_EPOCHS:
+            raise ValueError(
+                f"epochs = {epochs} is too many: a session trains at most {MAX_EPOCHS} epochs, {self.epoch} are done"
+            )
+        target = self.epoch + epochs
+        while self.epoch < target and not self.finished:
+            count = min(self._chunk, target - self.epoch)
+            element = self._chunk_element(count)
+            last_chunk = self.epoch + count >= target  # nothing left to interrupt after it
+            for index, state in enumerate(self._states):
+                if state.status is None:
+                    self._fit_chunk(index, state, count, element, on_epoch, None if last_chunk else should_stop)
+                if self._stop_requested:
+                    break
+            self.epoch += count
+            self._adapt_chunk()
+            if self._stop_requested:
+                for state in self._states:
+                    if state.status is None:
+                        state.status = "stopped"
+                break
+        return self.results()
+
+    def _adapt_chunk(self) -> None:
+        """Next chunk length from the slowest run's last warm fit (the first fit also compiles)."""
+        if not self._adaptive_chunks:
+            return
+        per_epoch = [
+            state.fit_seconds[-1] / (state.fit_steps[-1] / state.trainer.batches_per_epoch)
+            for state in self._states
+            if state.fit_warm and state.fit_warm[-1] and state.fit_steps[-1] > 0
+        ]
+        if per_epoch:
+            self._chunk = max(1, min(self.epochs_per_chunk, int(CHUNK_SECONDS / max(per_epoch))))
+
+    def _chunk_element(self, count: int) -> tuple:
+        """What one train_step consumes: (first epoch, count[, padded orders of every chunk slot])."""
+        element = (np.int32(self.epoch), np.int32(count))
+        if self.batch_size is None or self.batch_size >= self.dataset.n:
+            return element
+        padded = self._states[0].trainer.padded_points
+        orders = np.zeros((self.epochs_per_chunk, padded), np.int32)
+        for offset in range(count):
+            order = epoch_permutation(self.dataset.n, self.seed, self.epoch + offset)
+            orders[offset, : len(order)] = order
+        return (*element, orders)
+
+    def _fit_chunk(self, index: int, state: _RunState, count: int, element: tuple, on_epoch, should_stop) -> None:
+        data = tf.data.Dataset.from_tensors(element)
+        callback = _StreamEpochs(self, index, self.epoch, count, on_epoch, should_stop)
+        rows_before = len(state.rows)
+        start = time.perf_counter()
+        try:
+            state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+            if not state.jit_compile or state.rows:
+                raise
+            # an op that XLA cannot compile (possible for user ops): the same step without XLA
+            self._compile(state, jit_compile=False)
+            state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
+        state.fit_seconds.append(time.perf_counter() - start)
+        state.fit_steps.append((len(state.rows) - rows_before) * state.trainer.batches_per_epoch)
+        state.fit_warm.append(state.compiled)
+        state.compiled = True
+
+    # -- results ----------------------------------------------------------------------------
+    def results(self) -> list[RunResult]:
+        """A snapshot of every run (usable while training is paused)."""
+        return [self._result(state) for state in self._states]
+
+    def _result(self, state: _RunState) -> RunResult:
+        columns = [
+            "epoch",
+            "loss",
+            *(["accuracy"] if self.dataset.is_classification else []),
+            "grad_norm",
+            "dead_fraction",
+        ]
+        history = pd.DataFrame(state.rows, columns=columns).astype({"epoch": "int64"})
+        status = state.status
+        if status is None:
+            first = history["grad_norm"].iloc[:NO_GRADIENT_EPOCHS]
+            status = "no_gradient" if len(first) and bool((first == 0.0).all()) else "ok"
+        warm = [
+            (sec, steps)
+            for sec, steps, is_warm in zip(state.fit_seconds, state.fit_steps, state.fit_warm, strict=True)
+            if is_warm
+        ]
+        warm_seconds, warm_steps = zip(*warm, strict=True) if warm else (state.fit_seconds, state.fit_steps)
+        total = sum(warm_seconds)
+        return RunResult(
+            run=state.run,
+            status=status,
+            history=history,
+            diverged_epoch=state.diverged_epoch,
+            seconds=state.build_seconds + sum(state.fit_seconds),
+            steps_per_second=sum(warm_steps) / total if total > 0 else 0.0,
+            model=state.net,
+        )
+
+
+def compare(
+    task: str | tasks.Dataset,
+    runs: Sequence[Run | str | ops.OpSpec | None],
+    *,
+    epochs: int = DEFAULT_EPOCHS,
+    width: int = DEFAULT_WIDTH,
+    depth: int = 1,
+    optimizer: str = DEFAULT_OPTIMIZER,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
+    batch_size: int | None = None,
+    seed: int = 0,
+    on_epoch: Callable[[int, int, dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    epochs_per_chunk: int | None = None,
+) -> list[RunResult]:
+    """Train every run on ``task`` from the same initial weights and batch order; never raises
+    for a diverging or gradient-less run (see ``RunResult.status``). ``batch_size=None`` is full batch.
+    A task name is generated with :func:`explorer.tasks.make` (512 points, noise 0.1, this seed)."""
+    epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
+    session = Session(
+        task,
+        runs,
+        width=width,
+        depth=depth,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        seed=seed,
+        epochs_per_chunk=epochs_per_chunk,
+    )
+    return session.step(epochs, on_epoch=on_epoch, should_stop=should_stop)
+
+
+def baseline_steps_per_second(
+    task: str | tasks.Dataset = "xor",
+    *,
+    epochs: int = DEFAULT_EPOCHS,
+    width: int = DEFAULT_WIDTH,
+    depth: int = 1,
+    optimizer: str = DEFAULT_OPTIMIZER,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> float:
+    """Warm optimisation steps per second of the same network with Keras ReLU (the speed baseline)."""
+    session = Session(
+        task,
+        [Run(None)],
+        width=width,
+        depth=depth,
+        optimizer=optimizer,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    session.step(epochs)
+    session.reset()
+    return session.step(epochs)[0].steps_per_second
+
+
+# -- evaluation on a grid -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GridPrediction:
+    """A model evaluated on a regular grid covering the data (10 % margin).
+
+    2-D tasks: ``values[iy, ix]`` at ``(x[ix], y[iy])`` (Plotly heatmap/contour order).
+    1-D tasks: ``y`` is None and ``values[ix]`` is the prediction at ``x[ix]``.
+    Classification values are P(class 1) = sigmoid(logit); regression values are predictions.
+    """
+
+    x: np.ndarray
+    y: np.ndarray | None
+    values: np.ndarray
+    kind: str
+
+
+def _axis(column: np.ndarray, resolution: int) -> np.ndarray:
+    low, high = float(column.min()), float(column.max())
+    margin = 0.1 * (high - low) or 0.5
+    return np.linspace(low - margin, high + margin, resolution, dtype=np.float32)
+
+
+def predict_grid(model: keras.Model, dataset: tasks.Dataset, resolution: int = 100) -> GridPrediction:
+    """Evaluate ``model`` on a ``resolution``-point line (1-D task) or square grid (2-D task)."""
+    resolution = _check_int("resolution", resolution, 2, MAX_RESOLUTION)
+    if dataset.input_dim not in (1, 2):
+        raise ValueError(f"predict_grid needs a 1-D or 2-D task, got input_dim {dataset.input_dim}")
+    x_axis = _axis(dataset.x[:, 0], resolution)
+    if dataset.input_dim == 1:
+        points, y_axis = x_axis[:, None], None
+    else:
+        y_axis = _axis(dataset.x[:, 1], resolution)
+        grid_x, grid_y = np.meshgrid(x_axis, y_axis)  # rows follow y
+        points = np.stack([grid_x.ravel(), grid_y.ravel()], axis=1)
+    outputs = model(tf.constant(points), training=False)
+    if dataset.is_classification:
+        outputs = tf.math.sigmoid(outputs)
+    values = np.asarray(outputs, dtype=np.float32)[:, 0]
+    if y_axis is not None:
+        values = values.reshape(resolution, resolution)
+    return GridPrediction(x=x_axis, y=y_axis, values=values, kind=dataset.kind)

@@ -1,0 +1,325 @@
+"""Training: fairness (weights, batches), true vs custom gradients, divergence, streaming, bounds, speed.
+
+References are NumPy re-implementations of the network, its loss and its surrogate backward.
+"""
+
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+import ops
+from explorer import tasks, train
+
+SEED = 0
+BATCH = 128
+SGD_RATE = 0.5
+ATAN_ALPHA = ops.get("atan").defaults()["alpha"]
+
+
+# -- NumPy reference of Input -> Dense -> op -> Dense(1) ---------------------------------------
+def heaviside(h):
+    return (h > 0).astype(np.float64)  # spike convention: the value at the threshold is 0
+
+
+def sign_plus(h):
+    return np.where(h >= 0, 1.0, -1.0)  # Larq convention: sign(0) = +1
+
+
+def atan_surrogate(h):
+    return (ATAN_ALPHA / 2) / (1 + (np.pi * ATAN_ALPHA * h / 2) ** 2)
+
+
+def sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def bce_with_logits(z, y):
+    return np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z))))
+
+
+def forward(weights, x, activation):
+    w1, b1, w2, b2 = (np.asarray(w, np.float64) for w in weights)
+    h = x @ w1 + b1
+    return h, activation(h) @ w2 + b2
+
+
+def bce_gradients(weights, x, y, activation, surrogate):
+    """Mean BCE gradients of the one-hidden-layer net, backward through ``surrogate(h)``."""
+    w1, b1, w2, b2 = (np.asarray(w, np.float64) for w in weights)
+    h = x @ w1 + b1
+    a = activation(h)
+    dz = (sigmoid(a @ w2 + b2) - y[:, None]) / len(y)
+    dh = (dz @ w2.T) * surrogate(h)
+    return [x.T @ dh, dh.sum(0), a.T @ dz, dz.sum(0)]
+
+
+def reference_order(n, batch_size, seed, epoch):
+    order = np.random.default_rng([seed, epoch]).permutation(n)
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+# -- shared sessions -------------------------------------------------------------------------
+FAIR_RUNS = [
+    train.Run("atan"),
+    train.Run("atan"),
+    train.Run("ste_sign", mode="true"),
+    train.Run("fast_sigmoid", mode="true"),
+]
+
+
+@pytest.fixture(scope="module")
+def fair():
+    """Mini-batch SGD for 2 epochs; weights recorded before training."""
+    session = train.Session("xor", FAIR_RUNS, optimizer="sgd", learning_rate=SGD_RATE, batch_size=BATCH, seed=SEED)
+    before = [state.net.get_weights() for state in session._states]
+    results = session.step(2)
+    return session, before, results
+
+
+def test_batch_order_is_a_seeded_permutation_per_epoch():
+    n = 100
+    for epoch in range(3):
+        got = train.batch_order(n, 32, SEED, epoch)
+        expected = reference_order(n, 32, SEED, epoch)
+        assert [len(b) for b in got] == [32, 32, 32, 4]
+        assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+    assert not np.array_equal(train.batch_order(n, 32, SEED, 0)[0], train.batch_order(n, 32, SEED, 1)[0])
+    assert not np.array_equal(train.batch_order(n, 32, 0, 0)[0], train.batch_order(n, 32, 1, 0)[0])
+    full = train.batch_order(n, None, SEED, 5)
+    assert len(full) == 1 and np.array_equal(full[0], np.arange(n))
+
+
+def test_every_run_starts_from_the_same_seeded_weights(fair):
+    session, before, _ = fair
+    for weights in before:
+        assert all(np.array_equal(w, v) for w, v in zip(weights, session.initial_weights, strict=True))
+    other_seed = train.build_model(2, None, seed=SEED + 1).get_weights()
+    assert not np.array_equal(other_seed[0], session.initial_weights[0])
+    same_seed = train.build_model(2, None, seed=SEED).get_weights()
+    assert all(np.array_equal(w, v) for w, v in zip(same_seed, session.initial_weights, strict=True))
+
+
+def test_training_follows_the_shared_batch_order(fair):
+    """The custom-gradient run equals NumPy SGD over the reference batches; another order does not."""
+    session, _, results = fair
+    data = session.dataset
+    x, y = data.x.astype(np.float64), data.y.astype(np.float64)
+
+    def numpy_sgd(batches_per_epoch):
+        weights = [np.asarray(w, np.float64) for w in session.initial_weights]
+        for batches in batches_per_epoch:
+            for index in batches:
+                grads = bce_gradients(weights, x[index], y[index], heaviside, atan_surrogate)
+                weights = [w - SGD_RATE * g for w, g in zip(weights, grads, strict=True)]
+        return weights
+
+    orders = [reference_order(data.n, BATCH, SEED, epoch) for epoch in range(2)]
+    trained = results[0].model.get_weights()
+    for got, expected in zip(trained, numpy_sgd(orders), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    shuffled = numpy_sgd([order[::-1] for order in orders])
+    assert not all(np.allclose(got, other, rtol=1e-4, atol=1e-5) for got, other in zip(trained, shuffled, strict=True))
+    # two identical runs saw identical batches: bit-identical weights and history
+    assert all(np.array_equal(a, b) for a, b in zip(trained, results[1].model.get_weights(), strict=True))
+    pd.testing.assert_frame_equal(results[0].history, results[1].history)
+
+
+def test_first_history_row_matches_numpy_on_the_full_data(fair):
+    session, _, results = fair
+    data = session.dataset
+    x, y = data.x.astype(np.float64), data.y.astype(np.float64)
+    weights = session.initial_weights
+    for result, activation, surrogate in (
+        (results[0], heaviside, atan_surrogate),
+        (results[2], sign_plus, lambda h: np.zeros_like(h)),
+    ):
+        row = result.history.iloc[0]
+        _, logits = forward(weights, x, activation)
+        assert row["epoch"] == 1
+        assert row["loss"] == pytest.approx(bce_with_logits(logits[:, 0], y), rel=1e-5)
+        assert row["accuracy"] == pytest.approx(np.mean((logits[:, 0] > 0) == (y > 0.5)), abs=1e-6)
+        kernel_grad = bce_gradients(weights, x, y, activation, surrogate)[0]
+        assert row["grad_norm"] == pytest.approx(np.linalg.norm(kernel_grad), rel=1e-4, abs=1e-12)
+    assert results[0].history["dead_fraction"].iloc[0] == 0.0  # atan's surrogate is positive everywhere
+    assert list(results[0].history.columns) == ["epoch", "loss", "accuracy", "grad_norm", "dead_fraction"]
+
+
+@pytest.mark.parametrize("run_index", [2, 3], ids=["ste_sign-true", "fast_sigmoid-true"])
+def test_true_gradient_of_a_step_leaves_the_first_layer_untouched(fair, run_index):
+    session, _, results = fair
+    result = results[run_index]
+    kernel, bias, out_kernel, out_bias = result.model.get_weights()
+    w1, b1, w2, b2 = session.initial_weights
+    assert np.array_equal(kernel, w1) and np.array_equal(bias, b1)
+    assert not np.array_equal(out_kernel, w2) and not np.array_equal(out_bias, b2)  # the output layer learns
+    assert result.status == "no_gradient"
+    assert (result.history["grad_norm"] == 0.0).all() and (result.history["dead_fraction"] == 1.0).all()
+    # the custom-gradient run moved its first layer, so the check above can fail
+    assert not np.array_equal(results[0].model.get_weights()[0], w1)
+    assert results[0].status == "ok"
+
+
+def test_predict_grid_2d_matches_numpy_forward(fair):
+    session, _, results = fair
+    model, data = results[0].model, session.dataset
+    grid = train.predict_grid(model, data, resolution=30)
+    assert grid.values.shape == (30, 30) and grid.x.shape == (30,) and grid.y.shape == (30,)
+    assert grid.x[0] < data.x[:, 0].min() and grid.x[-1] > data.x[:, 0].max()
+    assert grid.y[0] < data.x[:, 1].min() and grid.y[-1] > data.x[:, 1].max()
+    weights = model.get_weights()
+    for ix, iy in ((0, 0), (29, 0), (3, 17), (29, 29)):
+        _, logit = forward(weights, np.array([[grid.x[ix], grid.y[iy]]], np.float64), heaviside)
+        assert grid.values[iy, ix] == pytest.approx(sigmoid(logit[0, 0]), abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_custom_ste_sign_learns_xor(seed):
+    result = train.compare("xor", [train.Run("ste_sign")], epochs=300, width=16, seed=seed)[0]
+    assert result.status == "ok"
+    assert len(result.history) == 300
+    assert result.history["accuracy"].iloc[-1] >= 0.85
+
+
+def test_huge_learning_rate_diverges_without_raising():
+    results = train.compare("xor", [train.Run("ste_sign"), train.Run(None)], epochs=100, learning_rate=1e6)
+    for result in results:
+        assert result.status == "diverged"
+        history = result.history
+        assert result.diverged_epoch == history["epoch"].iloc[-1] == len(history) < 100
+        last, first = history["loss"].iloc[-1], history["loss"].iloc[0]
+        assert not np.isfinite(last) or last > 1e3 * max(1.0, first)
+
+
+def test_nan_loss_is_diverged_at_that_epoch():
+    clean = tasks.make("square", n=64)
+    broken = tasks.Dataset("square", clean.x, np.full_like(clean.y, np.nan), "regression", 1, 0.0, 0)
+    result = train.compare(broken, [train.Run("atan")], epochs=10)[0]
+    assert (result.status, result.diverged_epoch, len(result.history)) == ("diverged", 1, 1)
+    assert np.isnan(result.history["loss"].iloc[0])
+
+
+def test_regression_fits_the_square_and_grid_follows_the_model():
+    data = tasks.make("square", n=512, noise=0.0, seed=0)
+    result = train.compare(data, [train.Run(None)], epochs=300, learning_rate=0.03)[0]
+    history = result.history
+    assert list(history.columns) == ["epoch", "loss", "grad_norm", "dead_fraction"]
+    assert history["loss"].iloc[-1] < 0.01 and history["loss"].iloc[-1] < 0.1 * history["loss"].iloc[0]
+    grid = train.predict_grid(result.model, data, resolution=50)
+    assert grid.y is None and grid.values.shape == (50,)
+    _, expected = forward(result.model.get_weights(), grid.x[:, None].astype(np.float64), lambda h: np.maximum(h, 0))
+    np.testing.assert_allclose(grid.values, expected[:, 0], rtol=1e-4, atol=1e-5)
+    inside = np.abs(grid.x) <= 0.95
+    assert np.abs(grid.values[inside] - grid.x[inside] ** 2).max() < 0.15
+
+
+def test_on_epoch_streams_every_epoch_in_order_interleaving_runs():
+    calls = []
+    results = train.compare(
+        "circles",
+        [train.Run("atan"), train.Run("triangle")],
+        epochs=12,
+        epochs_per_chunk=5,
+        on_epoch=lambda run_index, epoch, row: calls.append((run_index, epoch, row)),
+    )
+    assert [c[0] for c in calls] == [0] * 5 + [1] * 5 + [0] * 5 + [1] * 5 + [0] * 2 + [1] * 2
+    for index, result in enumerate(results):
+        streamed = [(epoch, row) for run_index, epoch, row in calls if run_index == index]
+        assert [epoch for epoch, _ in streamed] == list(range(1, 13))
+        assert [row["epoch"] for _, row in streamed] == list(range(1, 13))
+        pd.testing.assert_frame_equal(pd.DataFrame([row for _, row in streamed]), result.history, check_dtype=False)
+
+
+def test_should_stop_marks_runs_stopped_after_the_current_chunk():
+    asked = []
+
+    def should_stop():
+        asked.append(True)
+        return True
+
+    session = train.Session("sine", [train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=4)
+    results = session.step(20, should_stop=should_stop)
+    assert [r.status for r in results] == ["stopped", "stopped"]
+    assert len(results[0].history) == 4 and len(results[1].history) == 0  # run 1 never started
+    assert asked == [True] and session.finished
+    assert len(session.step(5)[0].history) == 4  # a stopped session trains no more
+
+
+def test_step_by_step_equals_one_call_and_reset_replays():
+    runs = [train.Run("triangle")]
+    stepped = train.Session("moons", runs, epochs_per_chunk=3, seed=4)
+    for _ in range(4):
+        stepped.step(1)
+    stepped.step(3)
+    whole = train.Session("moons", runs, epochs_per_chunk=3, seed=4)
+    first = whole.step(7)[0]
+    pd.testing.assert_frame_equal(stepped.results()[0].history, first.history)
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(stepped.results()[0].model.get_weights(), first.model.get_weights(), strict=True)
+    )
+    whole.reset()
+    assert all(np.array_equal(a, b) for a, b in zip(first.model.get_weights(), whole.initial_weights, strict=True))
+    again = whole.step(7)[0]
+    pd.testing.assert_frame_equal(again.history, first.history)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epochs": 0}, r"epochs = 0 is outside the allowed range \[1, 2000\]"),
+        ({"epochs": 2001}, r"epochs = 2001 is outside the allowed range \[1, 2000\]"),
+        ({"width": 0}, r"width = 0 is outside the allowed range \[1, 64\]"),
+        ({"width": 65}, r"width = 65 is outside the allowed range \[1, 64\]"),
+        ({"depth": 4}, r"depth = 4 is outside the allowed range \[1, 3\]"),
+        ({"depth": 0}, r"depth = 0 is outside the allowed range \[1, 3\]"),
+        ({"batch_size": 0}, r"batch_size = 0 is outside the allowed range >= 1"),
+        ({"width": 2.5}, r"width must be a whole number \[1, 64\]"),
+        ({"learning_rate": 0.0}, r"learning_rate must be a number in \(0, 1e\+07\]"),
+        ({"learning_rate": 1.1e7}, r"learning_rate must be a number in \(0, 1e\+07\]"),
+        ({"optimizer": "nadam"}, "optimizer must be one of adam, sgd, rmsprop, adagrad"),
+        ({"task": "blobs"}, "unknown task 'blobs'"),
+        ({"runs": []}, "runs must be a non-empty list of Run"),
+    ],
+)
+def test_bounds_are_refused_with_value_error(kwargs, message):
+    arguments = {"task": "xor", "runs": [train.Run("atan")], "epochs": 5, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        train.compare(arguments.pop("task"), arguments.pop("runs"), **arguments)
+
+
+def test_runs_are_validated():
+    with pytest.raises(ValueError, match="unknown op 'nope'"):
+        train.Run("nope")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        train.Run("atan", mode="surrogate")
+    with pytest.raises(ValueError, match="alpha"):
+        train.Run("atan", params={"alpha": -5.0})
+    assert train.Run("atan").params == ops.get("atan").defaults()
+    assert train.Run("atan", {"alpha": 3.0}).label == "atan (custom, alpha=3)"
+
+
+def test_user_op_that_xla_cannot_compile_still_trains():
+    """An editor op is an OpSpec; a forward XLA rejects (here a NumPy call) falls back to plain graph mode."""
+
+    def numpy_step(x, _params):
+        y = tf.numpy_function(lambda a: (a > 0).astype(np.float32), [x], tf.float32, stateful=False)
+        return tf.ensure_shape(y, x.shape)
+
+    spec = ops.OpSpec(
+        key="numpy_step",
+        title="NumPy step",
+        family="spike",
+        params=(),
+        forward_fn=numpy_step,
+        surrogate=lambda x, _params: 1.0 / tf.square(10.0 * tf.abs(x) + 1.0),
+        forward_tex="",
+        grad_tex="",
+        why="",
+        reference="",
+        builtin=False,
+    )
+    result = train.compare("xor", [train.Run(spec)], epochs=20)[0]
+    assert result.status == "ok" and len(result.history) == 20
+    assert (result.history["grad_norm"] > 0).all()
