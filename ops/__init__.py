@@ -6,9 +6,9 @@ clipping, intentional overrides and numerically stable gradients.
     y = spec.apply(x, alpha=2.0)        # forward: step; backward: the atan surrogate
 """
 
-from ops.registry import DTYPES, FAMILIES, KINDS, OpSpec, Param, Point, as_float_tensor, by_family, get, names, register
 from ops import catalogue as _catalogue  # noqa: F401  (registers the built-in ops)
 from ops.layer import GRADIENT_MODES, SurrogateLayer
+from ops.registry import DTYPES, FAMILIES, KINDS, OpSpec, Param, Point, as_float_tensor, by_family, get, names, register
 
 __all__ = [
     "DTYPES",

@@ -414,6 +414,15 @@ def _leaky_clip_constraint(params: Mapping[str, float]) -> None:
         raise ValueError(f"leaky_clip: parameter 'lo' ({params['lo']:g}) must be below 'hi' ({params['hi']:g})")
 
 
+def _leaky_clip_points(params: Mapping[str, float]) -> list[Point]:
+    """Boundaries of the clip window; with leak = 1 the custom gradient is continuous, only the forward kinks."""
+    kind = "kink" if params["leak"] == 1.0 else "boundary"
+    return [
+        Point(params[end], kind, f"closed: gradient 1 AT x = {end} = {params[end]:g} (the forward kinks here)")
+        for end in ("lo", "hi")
+    ]
+
+
 register(
     OpSpec(
         key="leaky_clip",
@@ -433,12 +442,7 @@ register(
         why="Clipping kills the gradient outside [lo, hi]: a unit that saturates never comes back (a dead unit). "
         "A small leak outside keeps it trainable while the forward stays clipped.",
         reference="The idea behind Larq's `leaky_tanh`; tf.clip_by_value's closed boundaries.",
-        declared_points=_points(
-            lambda p: [
-                Point(p["lo"], "boundary", f"closed: gradient 1 AT x = lo = {p['lo']:g} (the forward kinks here)"),
-                Point(p["hi"], "boundary", f"closed: gradient 1 AT x = hi = {p['hi']:g} (the forward kinks here)"),
-            ]
-        ),
+        declared_points=_points(_leaky_clip_points),
         constraint=_leaky_clip_constraint,
     )
 )
@@ -557,7 +561,8 @@ register(
             Point(
                 _overflow_onset(dtype),
                 "singular",
-                f"autodiff is NaN beyond x = {_overflow_onset(dtype):.2f}: exp(x) overflows (inf/inf)",
+                f"autodiff is NaN from x = {_overflow_onset(dtype):.2f} on: exp(x) overflows (inf/inf); "
+                "just below, 1/(1 + exp(x)) is flushed to 0 and autodiff already returns 0",
             )
         ],
     )
@@ -576,7 +581,11 @@ register(
         "The custom gradient is the true derivative sign(x) away from 0 and the subgradient 0 at 0.",
         reference="The tf.custom_gradient documentation, norm example.",
         declared_points=_points(
-            lambda p: [Point(0.0, "singular", "autodiff is NaN AT 0 (0 * inf); the custom gradient is 0 there")]
+            lambda p: [
+                Point(-p["eps"], "kink", "custom gradient kinks where |x| = eps: x/eps inside, sign(x) outside"),
+                Point(0.0, "singular", "autodiff is NaN AT 0 (0 * inf); the custom gradient is 0 there"),
+                Point(p["eps"], "kink", "custom gradient kinks where |x| = eps: x/eps inside, sign(x) outside"),
+            ]
         ),
     )
 )

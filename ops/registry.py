@@ -202,7 +202,7 @@ class OpSpec:
         # rejected in graph mode and silently ignored in eager mode.
         @tf.custom_gradient
         def custom(x, *param_values):
-            values = dict(zip(names, param_values))
+            values = dict(zip(names, param_values, strict=True))
             y = self.forward_fn(x, values)
 
             def grad(dy):
