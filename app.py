@@ -1,0 +1,13 @@
+"""Gradient Explorer: Streamlit entry point. Page routing only; each page lives in explorer/ui/."""
+
+import streamlit as st
+
+from explorer.ui import explore, runtime
+
+st.set_page_config(page_title="Gradient Explorer", page_icon="∇", layout="wide")
+runtime.keep_keras_state_between_reruns()
+
+pages = [
+    st.Page(explore.page, title="Explore", icon=":material/insights:", url_path="explore", default=True),
+]
+st.navigation(pages).run()

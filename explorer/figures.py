@@ -1,0 +1,709 @@
+"""Figures of the explore view: pure functions from sweeps to :class:`plotly.graph_objects.Figure`.
+
+Drawing conventions (the point of the explorer is to make conventions visible):
+
+* a jump is a BREAK in the line, never a steep segment: each curve is cut where it is
+  discontinuous (declared special points, and any step far larger than its neighbouring steps);
+* at a special point the value AT the point is a filled marker, a one-sided limit that differs
+  from it is an open marker (``circle-open``) at the same x. The limit is the value at the
+  neighbouring grid row, so it is exact for curves that are flat next to the point;
+* vertical lines mark special points, one colour per kind, and their hover text names the kind
+  and the convention; undeclared points (found in the sweep, not declared by the op) are drawn in
+  a warning colour;
+* clipping windows (between consecutive boundaries, where the custom gradient is non-zero) are
+  shaded, and so are the regions where autodiff returns ``None`` for the true gradient.
+
+Colours are from the Okabe-Ito colour-blind-safe palette and the same in every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.sweep import decimate
+
+SERIES = ("forward", "true_grad", "custom_grad")
+SERIES_NAMES = {"forward": "forward", "true_grad": "true gradient (autodiff)", "custom_grad": "custom gradient"}
+SERIES_COLOURS = {"forward": "#1F2430", "true_grad": "#E69F00", "custom_grad": "#0072B2"}
+KIND_COLOURS = {"jump": "#D55E00", "kink": "#009E73", "boundary": "#CC79A7", "singular": "#56B4E9"}
+UNDECLARED_COLOUR = "#E31A1C"
+NONFINITE_COLOUR = "#56B4E9"
+MISSING_FILL = "#8C8C8C"
+MARKER_LEGEND_COLOUR = "#555555"
+# One colour per compared sweep; the first is the custom-gradient blue of the main figure.
+COMPARE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#1F2430", "#999933")
+
+CLIP_LABEL = "clip window (gradient passes)"
+MISSING_LABEL = "no gradient (autodiff returns None)"
+NONFINITE_LABEL = "inf / NaN (drawn at the panel top)"
+AT_LABEL = "value AT the point (filled)"
+LIMIT_LABEL = "one-sided limit (open)"
+UNDECLARED_LABEL = "undeclared point"
+PANEL_TITLES = {"forward": "Forward", "true_grad": "True gradient (autodiff)", "custom_grad": "Custom gradient"}
+
+FIGURE_HEIGHT = 460  # ~300 px of plot area once title, subplot titles and a two-row legend are in
+FONT = {"family": "Inter, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2430"}
+MAX_SHADED_RUNS = 50  # more runs than this are shaded as one region
+LINE_HOVER_VERTICES = 9  # hoverable vertices along each vertical special-point line (at most)
+LINE_VERTEX_BUDGET = 600  # hoverable vertices of all vertical lines of one kind in one panel
+MAX_DRAWN_POINTS = 300  # more special points than this: lines and markers for an even subset (breaks for all)
+STEEP_RATIO = 8.0  # a step this many times larger than its neighbours (and > 2 % of the range) is a jump
+STEEP_FRACTION = 0.02
+SMOOTH_RATIO = 8.0  # at a special point: a side step within 8 times the next step out is continuous
+SMOOTH_FRACTION = 1e-3
+DECLARED_FRACTION = 1e-9  # for the discontinuity a point declares (jump: forward; boundary: custom)
+DECLARED_SERIES = {"jump": "forward", "boundary": "custom_grad"}
+
+
+# -- small helpers -----------------------------------------------------------------------------------
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _finite_or_nan(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.isfinite(values), values, np.nan)
+
+
+def _scale(values: np.ndarray) -> float:
+    """The size a step is compared with: the finite range, else the largest magnitude, else 1."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 1.0
+    span = float(finite.max() - finite.min())
+    return span if span > 0 else max(float(np.abs(finite).max()), 1.0)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) row index of each run of True in ``mask``."""
+    mask = np.asarray(mask, dtype=bool)
+    if not mask.any():
+        return []
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1) - 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
+def _merge_runs(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(runs[0][0], runs[-1][1])] if len(runs) > MAX_SHADED_RUNS else runs
+
+
+def _check_frame(df: pd.DataFrame, name: str = "df") -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{name} must be a sweep DataFrame (explorer.sweep.sweep), got {type(df).__name__}")
+    missing = [c for c in ("x", *SERIES) if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} lacks the sweep column(s) {', '.join(missing)}")
+    if len(df) < 2:
+        raise ValueError(f"{name} must have at least 2 rows, got {len(df)}")
+
+
+def _points_for(df: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
+    """The special-point table: as given, else computed by :func:`explorer.points.special_points`."""
+    if points is None:
+        from explorer.points import special_points  # noqa: PLC0415  (only when not given)
+
+        points = special_points(df)
+    table = pd.DataFrame(
+        {
+            "x": pd.to_numeric(points["x"], errors="coerce").astype(np.float64) if "x" in points else [],
+            "kind": points["kind"].astype(str) if "kind" in points else "",
+            "note": points["note"].astype(str) if "note" in points else "",
+            "status": points["status"].astype(str) if "status" in points else "ok",
+        }
+    )
+    return table[np.isfinite(table["x"])].sort_values("x", kind="stable").reset_index(drop=True)
+
+
+def _point_label(kind: str, note: str, status: str, x0: float, prefix: str = "") -> str:
+    """Hover text: kind and convention first (e.g. "boundary, closed: gradient passes AT |x| = 1")."""
+    head = f"{kind}, {note}" if note else kind
+    if status == "undeclared":
+        head = f"undeclared {head}: found in the sweep, not declared by the op"
+    elif status == "not detected":
+        head += " (declared; the sweep does not show it)"
+    return f"{prefix}{head}<br>x = {_fmt(x0)}"
+
+
+# -- where each curve breaks, and its values at the special points ------------------------------------
+@dataclass
+class _Mark:
+    """One special point on one curve: the value AT it and the one-sided limits that differ."""
+
+    x: float
+    at: float
+    left: float | None
+    right: float | None
+    label: str
+
+
+@dataclass
+class _Curve:
+    """A curve ready to draw: line with NaN gaps at its breaks, and its special-point marks."""
+
+    column: str
+    x: np.ndarray
+    y: np.ndarray
+    marks: list[_Mark] = field(default_factory=list)
+
+
+def _side_breaks(y: np.ndarray, row: int, scale: float, declared: bool) -> tuple[bool, bool]:
+    """Is ``y`` discontinuous between row-1 and row, and between row and row+1?
+
+    A side is continuous when its step is within SMOOTH_RATIO times the next steps out (the local
+    slope) or within a small fraction of the curve's range; for the discontinuity the point's kind
+    declares, that fraction is tiny so a declared jump always shows as a break.
+    """
+    size = y.size
+
+    def step(a: int, b: int) -> float:
+        if a < 0 or b >= size or not (np.isfinite(y[a]) and np.isfinite(y[b])):
+            return np.nan
+        return abs(float(y[b] - y[a]))
+
+    outer = np.nanmax([step(row - 2, row - 1), step(row + 1, row + 2), 0.0])
+    tolerance = max(SMOOTH_RATIO * outer, (DECLARED_FRACTION if declared else SMOOTH_FRACTION) * scale)
+    left, right = step(row - 1, row), step(row, row + 1)
+    return bool(left > tolerance), bool(right > tolerance)  # NaN compares False: NaN breaks by itself
+
+
+def _steep_gaps(y: np.ndarray, scale: float) -> np.ndarray:
+    """Indices k where y[k] -> y[k+1] is a jump: far larger than the two steps on each side."""
+    steps = np.abs(np.diff(y))
+    steps = np.where(np.isfinite(steps), steps, 0.0)
+    if steps.size < 3:
+        return np.empty(0, dtype=np.int64)
+    padded = np.pad(steps, 2, mode="constant")
+    around = np.maximum.reduce([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]])
+    return np.flatnonzero((steps > STEEP_RATIO * around) & (steps > STEEP_FRACTION * scale))
+
+
+def _curve(full: pd.DataFrame, shown: pd.DataFrame, column: str, points: pd.DataFrame, drawn: pd.DataFrame) -> _Curve:
+    """Cut ``column`` at its discontinuities (found on the full sweep) and draw it on the decimated rows.
+
+    Breaks are made at every point of ``points``; marks only at the points of ``drawn`` (a subset).
+    """
+    x_full = full["x"].to_numpy(dtype=np.float64)
+    y_full = full[column].to_numpy(dtype=np.float64)
+    scale = _scale(y_full)
+    size = x_full.size
+    cut_right: list[float] = []  # a gap goes just before the first shown row with x >= this
+    handled: set[int] = set()
+    marks: list[_Mark] = []
+    drawn_x = set(drawn["x"].tolist())
+    special_rows = full["point"].to_numpy() != "" if "point" in full else np.zeros(size, dtype=bool)
+    rows = np.clip(np.searchsorted(x_full, points["x"].to_numpy()), 0, size - 1)
+    for row, point in zip(rows.tolist(), points.itertuples(index=False), strict=True):
+        if row > 0 and abs(x_full[row - 1] - point.x) < abs(x_full[row] - point.x):
+            row -= 1
+        in_dtype = special_rows[row] and abs(x_full[row] - point.x) <= 4e-3 * abs(point.x) + 1e-12  # bfloat16 eps
+        if x_full[row] != point.x and not in_dtype:
+            continue  # not a grid row (an undeclared point between rows): the line test covers it
+        x0 = float(x_full[row])  # the point in the sweep dtype (a float64 1/6 is a float32 row)
+        handled.update((row - 1, row))
+        declared = DECLARED_SERIES.get(point.kind) == column and point.status != "undeclared"
+        break_left, break_right = _side_breaks(y_full, row, scale, declared)
+        if break_left:
+            cut_right.append(x_full[row])
+        if break_right and row + 1 < size:
+            cut_right.append(x_full[row + 1])
+        at = float(y_full[row])
+        if not np.isfinite(at) or point.x not in drawn_x:
+            continue
+        left = float(y_full[row - 1]) if break_left else None
+        right = float(y_full[row + 1]) if break_right else None
+        marks.append(_Mark(x0, at, left, right, _point_label(point.kind, point.note, point.status, x0)))
+    steep = [k for k in _steep_gaps(y_full, scale).tolist() if k not in handled]
+    cut_right.extend(x_full[np.asarray(steep, dtype=np.int64) + 1].tolist())
+
+    x_shown = shown["x"].to_numpy(dtype=np.float64)
+    y_shown = _finite_or_nan(shown[column].to_numpy(dtype=np.float64))
+    where = np.unique(np.searchsorted(x_shown, np.asarray(cut_right, dtype=np.float64), side="left"))
+    where = where[(where > 0) & (where < x_shown.size)]
+    return _Curve(column, np.insert(x_shown, where, np.nan), np.insert(y_shown, where, np.nan), marks)
+
+
+# -- traces ---------------------------------------------------------------------------------------------------
+def _line_trace(curve: _Curve, name: str, colour: str, legendgroup: str, showlegend: bool = True) -> go.Scatter:
+    return go.Scatter(
+        x=curve.x,
+        y=curve.y,
+        mode="lines",
+        name=name,
+        legendgroup=legendgroup,
+        showlegend=showlegend,
+        line={"color": colour, "width": 2.2},
+        connectgaps=False,
+        hovertemplate=f"{name}<br>x = %{{x:.5g}}<br>y = %{{y:.5g}}<extra></extra>",
+    )
+
+
+def _marker_traces(curve: _Curve, name: str, colour: str, at_group: str, limit_group: str) -> list[go.Scatter]:
+    """Filled markers AT the points and open markers at the differing one-sided limits."""
+    at_x = np.asarray([m.x for m in curve.marks], dtype=np.float64)
+    at_y = np.asarray([m.at for m in curve.marks], dtype=np.float64)
+    at_text = [f"{name} AT the point: {_fmt(m.at)}<br>{m.label}" for m in curve.marks]
+    limit_x: list[float] = []
+    limit_y: list[float] = []
+    limit_text: list[str] = []
+    for mark in curve.marks:
+        for side, value in (("left", mark.left), ("right", mark.right)):
+            if value is not None and np.isfinite(value):
+                limit_x.append(mark.x)
+                limit_y.append(value)
+                arrow = "⁻" if side == "left" else "⁺"
+                limit_text.append(f"{name}, {side} limit (x → {_fmt(mark.x)}{arrow}): {_fmt(value)}<br>{mark.label}")
+    traces = []
+    if at_x.size:
+        traces.append(
+            go.Scatter(
+                x=at_x,
+                y=at_y,
+                mode="markers",
+                name=f"{name} AT the point",
+                legendgroup=at_group,
+                showlegend=False,
+                marker={"symbol": "circle", "size": 9, "color": colour, "line": {"color": "white", "width": 1}},
+                text=at_text,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    if limit_x:
+        traces.append(
+            go.Scatter(
+                x=np.asarray(limit_x, dtype=np.float64),
+                y=np.asarray(limit_y, dtype=np.float64),
+                mode="markers",
+                name=f"{name} one-sided limit",
+                legendgroup=limit_group,
+                showlegend=False,
+                marker={"symbol": "circle-open", "size": 10, "color": colour, "line": {"width": 2}},
+                text=limit_text,
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    return traces
+
+
+def _legend_marker(name: str, symbol: str, group: str) -> go.Scatter:
+    """A legend-only entry that explains a marker (it draws nothing)."""
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        name=name,
+        legendgroup=group,
+        showlegend=True,
+        marker={"symbol": symbol, "size": 9, "color": MARKER_LEGEND_COLOUR, "line": {"width": 2}},
+        hoverinfo="skip",
+    )
+
+
+def _vertical_lines(
+    xs: Sequence[float],
+    labels: Sequence[str],
+    y_range: tuple[float, float],
+    *,
+    name: str,
+    colour: str,
+    group: str,
+    showlegend: bool,
+    dash: str = "dash",
+    width: float = 1.4,
+) -> go.Scatter:
+    """Vertical lines at ``xs`` spanning ``y_range``, hoverable along their length.
+
+    Each line has a few hoverable vertices (fewer when there are many lines, to bound the JSON).
+    """
+    vertices = int(np.clip(LINE_VERTEX_BUDGET // max(len(xs), 1), 2, LINE_HOVER_VERTICES))
+    ys = np.linspace(y_range[0], y_range[1], vertices)
+    count = len(xs)
+    line_x = np.full((count, vertices + 1), np.nan)
+    line_y = np.full((count, vertices + 1), np.nan)
+    line_x[:, :vertices] = np.asarray(xs, dtype=np.float64)[:, None]
+    line_y[:, :vertices] = ys[None, :]
+    text = [entry for label in labels for entry in [label] * vertices + [""]]
+    return go.Scatter(
+        x=line_x.ravel(),
+        y=line_y.ravel(),
+        mode="lines",
+        name=name,
+        legendgroup=group,
+        showlegend=showlegend,
+        line={"color": colour, "width": width, "dash": dash},
+        opacity=0.85,
+        text=text,
+        hovertemplate="%{text}<extra></extra>",
+    )
+
+
+def _thin(table: pd.DataFrame) -> pd.DataFrame:
+    """At most MAX_DRAWN_POINTS special points, evenly spread, for lines and markers (bounds the JSON)."""
+    if len(table) <= MAX_DRAWN_POINTS:
+        return table
+    keep = np.unique(np.linspace(0, len(table) - 1, MAX_DRAWN_POINTS).round().astype(int))
+    return table.iloc[keep].reset_index(drop=True)
+
+
+def _panel_range(curves: Sequence[_Curve], include_zero: bool) -> tuple[float, float]:
+    values = [c.y[np.isfinite(c.y)] for c in curves]
+    values += [np.asarray([v for m in c.marks for v in (m.at, m.left, m.right) if v is not None]) for c in curves]
+    finite = np.concatenate([v for v in values if v.size] or [np.zeros(1)])
+    finite = finite[np.isfinite(finite)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if include_zero:
+        low, high = min(low, 0.0), max(high, 0.0)
+    span = high - low
+    pad = 0.08 * span if span > 0 else max(0.5 * abs(high), 0.5)
+    return low - pad, high + pad
+
+
+def _default_title(df: pd.DataFrame) -> tuple[str, str]:
+    """(title, subtitle) from the sweep's attrs."""
+    attrs = df.attrs or {}
+    key = attrs.get("op", "")
+    title = attrs.get("title") or key or "Sweep"
+    if key and key != title:
+        title = f"{title} <span style='color:#888'>({key})</span>"
+    bits = [f"{name} = {_fmt(float(value))}" for name, value in (attrs.get("params") or {}).items()]
+    if attrs.get("upstream", 1.0) != 1.0:
+        bits.append(f"upstream dy = {_fmt(float(attrs['upstream']))}")
+    if attrs.get("dtype"):
+        bits.append(str(attrs["dtype"]))
+    if "lo" in attrs and "hi" in attrs:
+        bits.append(f"x in [{_fmt(float(attrs['lo']))}, {_fmt(float(attrs['hi']))}], {len(df):,} points")
+    return title, " · ".join(bits)
+
+
+def _style(fig: go.Figure, title: str, subtitle: str) -> None:
+    fig.update_layout(
+        template="plotly_white",
+        height=FIGURE_HEIGHT,
+        font=FONT,
+        title={
+            "text": title,
+            "subtitle": {"text": subtitle, "font": {"size": 12, "color": "#666"}},
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.97,
+            "yanchor": "top",
+            "font": {"size": 17},
+        },
+        margin={"l": 64, "r": 24, "t": 92, "b": 40},  # the bottom grows to fit the legend (autoexpand)
+        legend={
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -0.2,
+            "x": 0.0,
+            "xanchor": "left",
+            "font": {"size": 12},
+            "tracegroupgap": 4,
+        },
+        hovermode="closest",
+        hoverlabel={"font": {"size": 12}, "align": "left"},
+    )
+    fig.update_xaxes(
+        title_text="x",
+        zeroline=True,
+        zerolinecolor="#D0D0D0",
+        showline=True,
+        linecolor="#BBBBBB",
+        ticks="outside",
+        tickcolor="#BBBBBB",
+    )
+    fig.update_yaxes(
+        zeroline=True, zerolinecolor="#D0D0D0", showline=True, linecolor="#BBBBBB", ticks="outside", tickcolor="#BBBBBB"
+    )
+    fig.update_annotations(font_size=14, selector={"xref": "paper"})  # the subplot titles
+
+
+def _shade(
+    fig: go.Figure,
+    runs: list[tuple[float, float]],
+    col: int,
+    *,
+    name: str,
+    colour: str,
+    opacity: float,
+    showlegend: bool,
+    annotation: str | None = None,
+) -> bool:
+    """Shade x intervals on one panel; the first one carries the legend entry. Returns whether any was drawn."""
+    for index, (x0, x1) in enumerate(runs):
+        extra = {}
+        if annotation and index == 0:
+            extra = {
+                "annotation_text": annotation,
+                "annotation_position": "top left",
+                "annotation_font": {"size": 11, "color": "#555"},
+            }
+        fig.add_vrect(
+            x0=x0,
+            x1=x1,
+            row=1,
+            col=col,
+            fillcolor=colour,
+            opacity=opacity,
+            line_width=0,
+            layer="below",
+            exclude_empty_subplots=False,
+            name=name,
+            legendgroup=name,
+            showlegend=showlegend and index == 0,
+            **extra,
+        )
+    return bool(runs)
+
+
+def _clip_windows(full: pd.DataFrame, points: pd.DataFrame) -> list[tuple[float, float]]:
+    """Intervals between consecutive boundaries where the custom gradient is mostly non-zero."""
+    bounds = np.unique(points.loc[points["kind"] == "boundary", "x"].to_numpy(dtype=np.float64))
+    x = full["x"].to_numpy(dtype=np.float64)
+    custom = full["custom_grad"].to_numpy(dtype=np.float64)
+    windows = []
+    for x0, x1 in zip(bounds[:-1], bounds[1:], strict=True):
+        inside = (x > x0) & (x < x1)
+        if inside.any() and np.mean(custom[inside] != 0) > 0.5:
+            windows.append((float(x0), float(x1)))
+    return windows
+
+
+def _x_runs(x: np.ndarray, mask: np.ndarray) -> list[tuple[float, float]]:
+    runs = _merge_runs(_runs(mask))
+    return [(float(x[a]), float(x[b])) for a, b in runs]
+
+
+# -- public figures --------------------------------------------------------------------------------------
+def main_figure(
+    df: pd.DataFrame,
+    points: pd.DataFrame | None = None,
+    *,
+    overlay: bool = False,
+    title: str | None = None,
+    max_points: int = 5000,
+) -> go.Figure:
+    """Forward | true gradient | custom gradient of one sweep (or forward | both gradients if ``overlay``).
+
+    ``points`` is the table of :func:`explorer.points.special_points` (computed when None). Every
+    curve has at most about ``max_points`` points (:func:`explorer.sweep.decimate`), keeping every
+    special point and both sides of every jump.
+    """
+    _check_frame(df)
+    shown = decimate(df, max_points)
+    table = _points_for(df, points)
+    drawn = _thin(table)
+    curves = {column: _curve(df, shown, column, table, drawn) for column in SERIES}
+    panels: list[tuple[str, ...]] = [("forward",), ("true_grad", "custom_grad")] if overlay else [(c,) for c in SERIES]
+    titles = ["Forward", "True and custom gradient"] if overlay else [PANEL_TITLES[c] for c in SERIES]
+    fig = make_subplots(
+        rows=1,
+        cols=len(panels),
+        shared_xaxes="all",
+        subplot_titles=titles,
+        horizontal_spacing=0.07 if overlay else 0.06,
+    )
+    x_full = df["x"].to_numpy(dtype=np.float64)
+    clip_windows = _clip_windows(df, table)
+    has_marks = False
+    kinds_shown: set[str] = set()
+    undeclared_shown = False
+    nonfinite_shown = False
+    for col, columns in enumerate(panels, start=1):
+        panel_curves = [curves[c] for c in columns]
+        y_range = _panel_range(panel_curves, include_zero=columns[0] != "forward")
+        fig.update_yaxes(
+            range=list(y_range), title_text="forward y" if columns[0] == "forward" else "dy/dx", row=1, col=col
+        )
+        # shading first, so it sits below the curves
+        _shade(
+            fig, clip_windows, col, name=CLIP_LABEL, colour=KIND_COLOURS["boundary"], opacity=0.10, showlegend=col == 1
+        )
+        if "true_grad" in columns and "true_grad_missing" in df:
+            missing = _x_runs(x_full, df["true_grad_missing"].to_numpy(dtype=bool))
+            _shade(
+                fig,
+                missing,
+                col,
+                name=MISSING_LABEL,
+                colour=MISSING_FILL,
+                opacity=0.16,
+                showlegend=True,
+                annotation=MISSING_LABEL,
+            )
+        # special-point lines, one trace per kind
+        for kind, colour in KIND_COLOURS.items():
+            rows = drawn[(drawn["kind"] == kind) & (drawn["status"] != "undeclared")]
+            if rows.empty:
+                continue
+            labels = [
+                _point_label(k, n, s, x0)
+                for x0, k, n, s in zip(rows["x"], rows["kind"], rows["note"], rows["status"], strict=True)
+            ]
+            fig.add_trace(
+                _vertical_lines(
+                    rows["x"].tolist(),
+                    labels,
+                    y_range,
+                    name=f"special point: {kind}",
+                    colour=colour,
+                    group=f"kind-{kind}",
+                    showlegend=kind not in kinds_shown,
+                ),
+                row=1,
+                col=col,
+            )
+            kinds_shown.add(kind)
+        undeclared = drawn[drawn["status"] == "undeclared"]
+        if not undeclared.empty:
+            labels = [
+                _point_label(k, n, s, x0)
+                for x0, k, n, s in zip(
+                    undeclared["x"], undeclared["kind"], undeclared["note"], undeclared["status"], strict=True
+                )
+            ]
+            fig.add_trace(
+                _vertical_lines(
+                    undeclared["x"].tolist(),
+                    labels,
+                    y_range,
+                    name=UNDECLARED_LABEL,
+                    colour=UNDECLARED_COLOUR,
+                    group="undeclared",
+                    dash="dashdot",
+                    width=2.4,
+                    showlegend=not undeclared_shown,
+                ),
+                row=1,
+                col=col,
+            )
+            undeclared_shown = True
+        # curves, then markers on top
+        for curve in panel_curves:
+            name = SERIES_NAMES[curve.column]
+            fig.add_trace(_line_trace(curve, name, SERIES_COLOURS[curve.column], curve.column), row=1, col=col)
+        for curve in panel_curves:
+            for trace in _marker_traces(
+                curve, SERIES_NAMES[curve.column], SERIES_COLOURS[curve.column], "at-point", "one-sided-limit"
+            ):
+                fig.add_trace(trace, row=1, col=col)
+                has_marks = True
+        # inf / NaN values: marked at the top of the panel
+        for curve in panel_curves:
+            values = df[curve.column].to_numpy(dtype=np.float64)
+            runs = _merge_runs(_runs(~np.isfinite(values)))
+            if not runs:
+                continue
+            mid = [float(x_full[(a + b) // 2]) for a, b in runs]
+            text = [
+                f"{SERIES_NAMES[curve.column]} is inf/NaN on x in [{_fmt(x_full[a])}, {_fmt(x_full[b])}]"
+                for a, b in runs
+            ]
+            fig.add_trace(
+                go.Scatter(
+                    x=mid,
+                    y=[y_range[1] - 0.04 * (y_range[1] - y_range[0])] * len(mid),
+                    mode="markers",
+                    name=NONFINITE_LABEL,
+                    legendgroup="nonfinite",
+                    showlegend=not nonfinite_shown,
+                    marker={
+                        "symbol": "x-thin",
+                        "size": 12,
+                        "color": NONFINITE_COLOUR,
+                        "line": {"width": 3, "color": NONFINITE_COLOUR},
+                    },
+                    text=text,
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            nonfinite_shown = True
+    if has_marks:
+        fig.add_trace(_legend_marker(AT_LABEL, "circle", "at-point"), row=1, col=1)
+        fig.add_trace(_legend_marker(LIMIT_LABEL, "circle-open", "one-sided-limit"), row=1, col=1)
+    default_title, subtitle = _default_title(df)
+    if len(drawn) < len(table):
+        subtitle += f" · marked: {len(drawn)} of {len(table)} special points"
+    _style(fig, title if title is not None else default_title, subtitle)
+    return fig
+
+
+def compare_figure(
+    sweeps: Sequence[pd.DataFrame],
+    labels: Sequence[str],
+    points: Sequence[pd.DataFrame | None] | None = None,
+    *,
+    max_points: int = 5000,
+    title: str | None = None,
+) -> go.Figure:
+    """Custom gradients of several sweeps overlaid, each in its own colour with its own special points.
+
+    Use it for several ops, or one op at several values of one parameter (e.g. ``ste_sign`` with
+    ``clip_value`` 0.5, 1, 2); the caller makes the sweeps and labels.
+    """
+    sweeps = list(sweeps)
+    labels = [str(label) for label in labels]
+    if not sweeps:
+        raise ValueError("sweeps must hold at least one sweep DataFrame")
+    if len(labels) != len(sweeps):
+        raise ValueError(f"labels must have one label per sweep: {len(sweeps)} sweeps, {len(labels)} labels")
+    if points is not None and len(points) != len(sweeps):
+        raise ValueError(f"points must be None or one table per sweep: {len(sweeps)} sweeps, {len(points)} tables")
+    for index, df in enumerate(sweeps):
+        _check_frame(df, f"sweeps[{index}]")
+    tables = [_points_for(df, None if points is None else points[i]) for i, df in enumerate(sweeps)]
+    tables_drawn = [_thin(table) for table in tables]
+    curves = [
+        _curve(df, decimate(df, max_points), "custom_grad", table, drawn)
+        for df, table, drawn in zip(sweeps, tables, tables_drawn, strict=True)
+    ]
+    y_range = _panel_range(curves, include_zero=True)
+    fig = go.Figure()
+    has_marks = False
+    for index, (curve, table, label) in enumerate(zip(curves, tables_drawn, labels, strict=True)):
+        colour = COMPARE_COLOURS[index % len(COMPARE_COLOURS)]
+        group = f"sweep-{index}"
+        if not table.empty:
+            point_labels = [
+                _point_label(k, n, s, x0, prefix=f"{label}: ")
+                for x0, k, n, s in zip(table["x"], table["kind"], table["note"], table["status"], strict=True)
+            ]
+            fig.add_trace(
+                _vertical_lines(
+                    table["x"].tolist(),
+                    point_labels,
+                    y_range,
+                    name=f"{label}: special points",
+                    colour=colour,
+                    group=group,
+                    showlegend=False,
+                    dash="dash",
+                )
+            )
+        fig.add_trace(_line_trace(curve, label, colour, group))
+        for trace in _marker_traces(curve, label, colour, group, group):
+            fig.add_trace(trace)
+            has_marks = True
+    if has_marks:
+        fig.add_trace(_legend_marker(AT_LABEL, "circle", "legend-at"))
+        fig.add_trace(_legend_marker(LIMIT_LABEL, "circle-open", "legend-limit"))
+    subtitle = "dashed lines: each curve's special points, in its colour"
+    _style(fig, title if title is not None else "Custom gradients compared", subtitle)
+    fig.update_yaxes(range=list(y_range), title_text="dy/dx (custom gradient)")
+    fig.update_layout(margin={"t": 80}, legend={"y": -0.18})
+    return fig
+
+
+def figure_html(fig: go.Figure) -> str:
+    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN)."""
+    if not isinstance(fig, go.Figure):
+        raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
+    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})

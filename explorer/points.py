@@ -1,0 +1,480 @@
+"""Special points of a sweep: the ones the op declares, the ones the data shows, and how they compare.
+
+:func:`special_points` returns one row per special point with its one-sided limits, so that the
+convention an op uses AT a jump, kink or clipping boundary can be read off and checked.
+
+Detection is numerical, from the sweep data, and then confirmed by zooming in on the op itself:
+
+* a *jump* of the forward, or a *boundary* (jump) of the custom gradient: an interval whose change
+  is several times what the slopes two and three intervals away explain. The interval is then
+  re-sampled (64 sub-intervals, repeatedly): a real jump keeps at least half of its change in a
+  single sub-interval at every zoom level, a steep smooth curve spreads it out. The location ends
+  between two adjacent floats (or within 1e-9 grid steps);
+* a *kink* of the forward or of the custom gradient: a node whose change of slope is several times
+  the change of slope at the nodes two to four steps away, confirmed on a 32x finer grid where a
+  real kink keeps its slope change in one or two sub-nodes while a smooth bend spreads it evenly;
+* *singular*: the true gradient is inf or NaN; each run of non-finite values is one point, at its
+  first row (the onset).
+
+All thresholds are relative: to the neighbouring differences, to the rounding noise of the dtype
+(``eps * |value| / step``) and to the column's own scale, so steep smooth surrogates (sigmoid slope
+100, gaussian alpha 10, swish_sign beta 20) are not reported at n = 2001. Half-precision sweeps are
+analysed on float32 values at the sweep's x (and zoomed in float32): the ops compute half precision in
+float32 and only round the result, which adds a staircase of rounding noise but no special point.
+Non-finite true gradients are read from the sweep itself, in its dtype.
+
+Jumps and kinks are also looked for 6 grid steps beyond lo and hi, so that a point AT an end of the
+range is seen; undeclared points outside [lo, hi] are not reported.
+
+A detected point matches a declared one within 1.5 grid steps. ``kind`` compatibility: a declared
+``jump`` needs a forward jump, ``boundary`` a jump of the custom gradient, ``kink`` a kink of the
+forward or of the custom gradient, ``singular`` a non-finite true gradient. Other features within
+1.5 steps of a declared point (the custom gradient's cusp at a spike op's jump) belong to it. Two
+declared points closer than 3 grid steps cannot be told apart: each counts as detected if anything
+is found within 1.5 steps of it (``found`` says so). An undeclared point's ``x`` is the roundest
+number (fewest decimals) in the interval it was located in, e.g. 0.5 for a step written ``x > 0.5``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+import ops
+from explorer.sweep import compute_dtype, evaluate, numpy_dtype, spec_for
+
+COLUMNS = (
+    "x",
+    "kind",
+    "note",
+    "declared",
+    "detected",
+    "status",
+    "forward_left",
+    "forward_at",
+    "forward_right",
+    "true_grad",
+    "true_grad_missing",
+    "custom_grad",
+    "custom_left",
+    "custom_right",
+    "found",
+)
+MATCH_STEPS = 1.5  # a detected point matches a declared one this many grid steps away
+COARSE_RATIO = 4.0  # a jump / slope change must be this many times what its neighbours explain
+JUMP_SHARE = 0.5  # a confirmed jump keeps this share of its change in one sub-interval
+SCALE_FLOOR = 1e-3  # ignore jumps below this share of the column's span, kinks below this share of its steepest slope
+NOISE_ULPS = 3.0  # rounding noise allowance in eps * |value| (worst case of a second difference: 2)
+MAX_CANDIDATES = 2000
+JUMP_SUBDIVISIONS = 64
+JUMP_ROUNDS = 10
+KINK_SUBDIVISIONS = 128  # over a window of 4 grid steps: 32x finer
+EDGE_STEPS = 6  # detection also looks this many grid steps beyond lo and hi
+UNRESOLVED_STEPS = 3  # declared points closer than this (in grid steps) cannot be told apart
+COMPATIBLE = {
+    "jump": {"forward_jump"},
+    "boundary": {"custom_jump"},
+    "kink": {"forward_kink", "custom_kink"},
+    "singular": {"true_nonfinite"},
+}
+FEATURE_KIND = {
+    "forward_jump": "jump",
+    "true_nonfinite": "singular",
+    "custom_jump": "boundary",
+    "forward_kink": "kink",
+    "custom_kink": "kink",
+}
+SEVERITY = ("forward_jump", "true_nonfinite", "forward_kink", "custom_jump", "custom_kink")  # the forward first
+COLUMN_OF = {"forward": "forward", "custom": "custom_grad"}
+
+
+@dataclass(frozen=True)
+class Feature:
+    """Something the data shows at ``x``: ``name`` is a key of :data:`FEATURE_KIND`."""
+
+    x: float
+    name: str
+    detail: str
+
+
+class _Zoom:
+    """Evaluates the swept op at new x values, in the zoom dtype, with the sweep's parameters."""
+
+    def __init__(self, spec: ops.OpSpec, attrs: dict) -> None:
+        self.spec = spec
+        self.params = attrs["params"]
+        self.upstream = attrs["upstream"]
+        self.dtype = compute_dtype(attrs["dtype"])
+        self.np_dtype = numpy_dtype(self.dtype)
+        self.eps = float(np.finfo(self.np_dtype).eps)
+
+    def values(self, x: np.ndarray, column: str) -> np.ndarray:
+        return self.all_values(x)[column]
+
+    def all_values(self, x: np.ndarray) -> dict:
+        return evaluate(self.spec, x, self.params, self.upstream, self.dtype)
+
+    def cast(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
+
+
+# -- coarse tests on the sweep data ------------------------------------------------------------------
+def _neighbour_max(values: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
+    """Per index, the max of ``values`` at the given offsets, ignoring NaN and the array's ends (0 if none)."""
+    pad = max(abs(o) for o in offsets)
+    padded = np.full(values.size + 2 * pad, -np.inf)
+    padded[pad : pad + values.size] = np.where(np.isnan(values), -np.inf, values)
+    result = padded[pad + offsets[0] : pad + offsets[0] + values.size].copy()
+    for offset in offsets[1:]:
+        np.maximum(result, padded[pad + offset : pad + offset + values.size], out=result)
+    result[result == -np.inf] = 0.0
+    return result
+
+
+def _jump_candidates(x: np.ndarray, v: np.ndarray, eps: float) -> np.ndarray:
+    """Intervals i (between rows i and i+1) whose change the neighbouring slopes do not explain."""
+    finite = np.isfinite(v)
+    valid = finite[1:] & finite[:-1]
+    if not valid.any():
+        return np.array([], dtype=int)
+    dx = np.diff(x)
+    with np.errstate(all="ignore"):
+        change = np.abs(np.diff(v))
+        slope = np.where(valid, change / dx, np.nan)
+    explained = dx * _neighbour_max(slope, (-3, -2, 2, 3))
+    magnitude = np.maximum(np.abs(v[:-1]), np.abs(v[1:]))
+    noise = NOISE_ULPS * eps * np.where(valid, magnitude, 0.0)
+    span = np.ptp(v[finite])
+    floor = SCALE_FLOOR * span
+    is_jump = valid & (change > COARSE_RATIO * explained + noise) & (change > floor)
+    return np.flatnonzero(is_jump)
+
+
+def _kink_candidates(x: np.ndarray, v: np.ndarray, eps: float, exclude: np.ndarray) -> np.ndarray:
+    """Nodes whose change of slope is far larger than the change of slope 2-4 nodes away."""
+    size = v.size
+    if size < 5:
+        return np.array([], dtype=int)
+    finite = np.isfinite(v)
+    dx = np.diff(x)
+    with np.errstate(all="ignore"):
+        slope = np.diff(v) / dx
+    slope[~(finite[1:] & finite[:-1])] = np.nan
+    bend = np.full(size, np.nan)
+    bend[1:-1] = slope[1:] - slope[:-1]  # node i: slope of interval i minus slope of interval i-1
+    strength = np.abs(bend)
+    strength[exclude] = np.nan
+    background = _neighbour_max(strength, (-4, -3, -2, 2, 3, 4))
+    neighbour = _neighbour_max(strength, (-1, 1))
+    magnitude = np.zeros(size)
+    magnitude[1:-1] = np.maximum.reduce([np.abs(v[:-2]), np.abs(v[1:-1]), np.abs(v[2:])])
+    step = np.full(size, np.inf)
+    step[1:-1] = np.minimum(dx[:-1], dx[1:])
+    noise = NOISE_ULPS * eps * np.nan_to_num(magnitude) / step
+    usable = np.isfinite(slope)
+    slope_scale = np.max(np.abs(slope[usable])) if usable.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        local_max = (strength >= neighbour) & np.isfinite(strength)
+        combined = strength + neighbour
+        is_kink = (
+            local_max
+            & (combined > COARSE_RATIO * background + noise)
+            & (strength > SCALE_FLOOR * slope_scale)
+            & (strength > 0)
+        )
+    is_kink[[0, size - 1]] = False
+    found = np.flatnonzero(is_kink)
+    # of two equal neighbours (a kink half-way between nodes) keep one
+    return found[np.concatenate(([True], np.diff(found) > 1))] if found.size else found
+
+
+def _strongest(candidates: np.ndarray, score: np.ndarray) -> np.ndarray:
+    if candidates.size <= MAX_CANDIDATES:
+        return candidates
+    return np.sort(candidates[np.argsort(-score[candidates])[:MAX_CANDIDATES]])
+
+
+# -- confirmation by zooming in ---------------------------------------------------------------------
+def _roundest(low: float, high: float, cast) -> float:
+    """The value in [low, high] with the fewest decimal digits (after casting to the dtype)."""
+    centre = 0.5 * (low + high)
+    for digits in range(0, 18):
+        candidate = float(cast(np.array([round(centre, digits)]))[0])
+        if low <= candidate <= high:
+            return candidate
+    return float(cast(np.array([centre]))[0])
+
+
+def _confirm_jumps(
+    zoom: _Zoom, column: str, left: np.ndarray, right: np.ndarray, grid_step: float
+) -> list[tuple[float, float, float, float]]:
+    """Zoom into each [left, right]; keep real jumps as (low, high, value_low, value_high)."""
+    low, high = left.astype(np.float64).copy(), right.astype(np.float64).copy()
+    active = np.ones(low.size, dtype=bool)
+    confirmed = np.ones(low.size, dtype=bool)
+    fractions = np.linspace(0.0, 1.0, JUMP_SUBDIVISIONS + 1)
+    for _ in range(JUMP_ROUNDS):
+        width_floor = np.maximum(4.0 * zoom.eps * np.maximum(np.abs(low), np.abs(high)), 1e-9 * grid_step)
+        active &= (high - low) > width_floor
+        if not active.any():
+            break
+        rows = np.flatnonzero(active)
+        fine = zoom.cast(low[rows, None] + (high[rows] - low[rows])[:, None] * fractions)
+        values = zoom.values(fine.ravel(), column).reshape(fine.shape)
+        with np.errstate(invalid="ignore"):
+            steps = np.abs(np.diff(values, axis=1))
+        steps = np.where(np.isfinite(steps), steps, np.inf)
+        total = steps.sum(axis=1)
+        best = steps.argmax(axis=1)
+        share = steps[np.arange(rows.size), best] / np.where(total > 0, total, np.inf)
+        real = (share >= JUMP_SHARE) | np.isinf(total)
+        confirmed[rows[~real]] = False
+        active[rows[~real]] = False
+        keep = rows[real]
+        low[keep] = fine[real, best[real]]
+        high[keep] = fine[real, best[real] + 1]
+        stuck = keep[low[keep] == high[keep]]
+        active[stuck] = False
+    rows = np.flatnonzero(confirmed)
+    if rows.size == 0:
+        return []
+    ends = zoom.values(np.concatenate([low[rows], high[rows]]), column)
+    return [(low[r], high[r], ends[k], ends[k + rows.size]) for k, r in enumerate(rows)]
+
+
+def _confirm_kinks(
+    zoom: _Zoom, column: str, centres: np.ndarray, half_widths: np.ndarray
+) -> list[tuple[float, float, float, float]]:
+    """Re-sample 4 grid steps around each node 32x finer; keep real kinks as (x, tolerance, slope_left, slope_right)."""
+    if centres.size == 0:
+        return []
+    fractions = np.linspace(-1.0, 1.0, KINK_SUBDIVISIONS + 1)
+    fine = zoom.cast(centres[:, None] + half_widths[:, None] * fractions)
+    values = zoom.values(fine.ravel(), column).reshape(fine.shape)
+    found = []
+    for row in range(centres.size):
+        x, v = np.unique(fine[row], return_index=True)
+        v = values[row][v]
+        if x.size < 12 or not np.all(np.isfinite(v)):
+            continue
+        dx = np.diff(x)
+        slope = np.diff(v) / dx
+        bend = slope[1:] - slope[:-1]  # at interior nodes 1..m-2
+        strength = np.abs(bend)
+        best = int(np.argmax(strength))
+        pair = max(
+            abs(bend[best] + bend[best - 1]) if best > 0 else 0.0,
+            abs(bend[best] + bend[best + 1]) if best + 1 < bend.size else 0.0,
+            strength[best],
+        )
+        far = np.abs(np.arange(bend.size) - best) >= 3
+        background = strength[far].max() if far.any() else 0.0
+        noise = NOISE_ULPS * zoom.eps * np.max(np.abs(v)) / dx.min()
+        if not pair > COARSE_RATIO * background + noise:
+            continue
+        # the kink lies where the straight lines through the sub-intervals on either side meet
+        node = best + 1
+        left_i, right_i = max(node - 2, 0), min(node + 1, slope.size - 1)
+        slope_left, slope_right = slope[left_i], slope[right_i]
+        x_left, v_left = x[left_i], v[left_i]
+        x_right, v_right = x[right_i + 1], v[right_i + 1]
+        if slope_left != slope_right:
+            where = (v_right - v_left + slope_left * x_left - slope_right * x_right) / (slope_left - slope_right)
+        else:
+            where = x[node]
+        if not x_left <= where <= x_right:
+            where = x[node]
+        found.append((where, float(dx.max()), slope_left, slope_right))
+    return found
+
+
+# -- detection ------------------------------------------------------------------------------------------
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def detect(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> list[Feature]:
+    """Every jump, kink and non-finite onset the data of a sweep shows (confirmed by zooming in)."""
+    spec = spec_for(df, op)
+    attrs = df.attrs
+    zoom = _Zoom(spec, attrs)
+    grid_step = (attrs["hi"] - attrs["lo"]) / (attrs["n"] - 1)
+    swept = df["x"].to_numpy(dtype=np.float64)
+    # a few grid steps beyond both ends, so that a point AT lo or hi has neighbours on both sides
+    outside = grid_step * np.arange(1, EDGE_STEPS + 1, dtype=np.float64)
+    left = zoom.cast(swept[0] - outside[::-1])
+    right = zoom.cast(swept[-1] + outside)
+    left, right = np.unique(left[left < swept[0]]), np.unique(right[right > swept[-1]])
+    x = np.concatenate([left, swept, right])
+    if zoom.dtype != attrs["dtype"]:
+        # half precision: analyse the float32 values the op computes at the same x, before they
+        # are rounded to a staircase whose rounding noise would hide small kinks
+        analysed = zoom.all_values(x)
+    else:
+        extra = zoom.all_values(np.concatenate([left, right]))
+        analysed = {
+            column: np.concatenate(
+                [extra[column][: left.size], df[column].to_numpy(dtype=np.float64), extra[column][left.size :]]
+            )
+            for column in COLUMN_OF.values()
+        }
+    features: list[Feature] = []
+    for label in ("forward", "custom"):
+        column = COLUMN_OF[label]
+        v = analysed[column]
+        what = "forward" if label == "forward" else "custom gradient"
+        jumps = _jump_candidates(x, v, zoom.eps)
+        with np.errstate(invalid="ignore"):
+            jumps = _strongest(jumps, np.abs(np.diff(v)))
+        confirmed = _confirm_jumps(zoom, column, x[jumps], x[jumps + 1], grid_step)
+        exclude = np.zeros(x.size, dtype=bool)
+        for low, high, before, after in confirmed:
+            where = _roundest(low, high, zoom.cast)
+            features.append(Feature(where, f"{label}_jump", f"{what} jumps from {_fmt(before)} to {_fmt(after)}"))
+            at = int(np.searchsorted(x, where))
+            exclude[max(at - 3, 0) : at + 3] = True
+        kinks = _kink_candidates(x, v, zoom.eps, exclude)
+        bend = np.zeros(x.size)
+        if x.size > 2:
+            with np.errstate(all="ignore"):
+                slope = np.diff(v) / np.diff(x)
+            bend[1:-1] = np.nan_to_num(np.abs(slope[1:] - slope[:-1]))
+        kinks = _strongest(kinks, bend)
+        half = 2.0 * np.maximum(np.diff(x, prepend=x[0])[kinks], np.diff(x, append=x[-1])[kinks])
+        for where, tolerance, before, after in _confirm_kinks(zoom, column, x[kinks], half):
+            where = _roundest(where - tolerance, where + tolerance, zoom.cast)
+            features.append(
+                Feature(where, f"{label}_kink", f"{what} slope changes from {_fmt(before)} to {_fmt(after)}")
+            )
+    x = swept
+    true_grad = df["true_grad"].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(true_grad)
+    if bad.any():
+        edges = np.diff(bad.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+        for start, end in zip(starts, ends, strict=True):
+            row = end if start == 0 and end < x.size - 1 else start  # the finite/non-finite boundary
+            values = ", ".join(sorted({str(v) for v in true_grad[start : end + 1][:1000]}))
+            extent = "at this x only" if start == end else f"from x = {_fmt(x[start])} to {_fmt(x[end])}"
+            features.append(Feature(float(x[row]), "true_nonfinite", f"true gradient is {values} {extent}"))
+    return sorted(features, key=lambda f: f.x)
+
+
+# -- matching and one-sided limits ----------------------------------------------------------------------
+def _tolerance(x: np.ndarray, where: float, grid_step: float) -> float:
+    at = int(np.clip(np.searchsorted(x, where), 1, x.size - 1))
+    local = np.max(np.diff(x[max(at - 2, 0) : at + 2])) if x.size > 1 else grid_step
+    return MATCH_STEPS * max(grid_step, local)
+
+
+def _sides(x: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """x minus / plus two units of the dtype's epsilon (relative for |x| > 1): a few ulps, never 0."""
+    np_dtype = numpy_dtype(dtype)
+    offset = 2.0 * float(np.finfo(np_dtype).eps) * np.maximum(1.0, np.abs(x))
+    return x - offset, x + offset
+
+
+def special_points(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> pd.DataFrame:
+    """One row per special point, declared and/or detected, with one-sided limits.
+
+    Columns: ``x``, ``kind``, ``note`` (the declared convention, or what was detected), ``declared``,
+    ``detected``, ``status`` (``"ok"``, ``"undeclared"`` or ``"not detected"``), ``forward_left``,
+    ``forward_at``, ``forward_right``, ``true_grad``, ``true_grad_missing``, ``custom_grad``,
+    ``custom_left``, ``custom_right`` (the left/right values are at x -/+ two dtype epsilons,
+    relative for |x| > 1, evaluated in the sweep dtype), and ``found`` (what detection saw there).
+    ``op`` is needed only for a user op that is not the last one swept under its key.
+    """
+    spec = spec_for(df, op)
+    attrs = df.attrs
+    dtype = attrs["dtype"]
+    grid_step = (attrs["hi"] - attrs["lo"]) / (attrs["n"] - 1)
+    x = df["x"].to_numpy(dtype=np.float64)
+    np_dtype = numpy_dtype(dtype)
+    declared = spec.points(attrs["lo"], attrs["hi"], dtype, **attrs["params"])
+    features = detect(df, spec)
+    used = [False] * len(features)
+    rows = []
+    for point in declared:
+        where = float(np.float64(point.x).astype(np_dtype))
+        tolerance = _tolerance(x, where, grid_step)
+        near = [k for k, f in enumerate(features) if abs(f.x - where) <= tolerance]
+        for k in near:
+            used[k] = True
+        found = [features[k].detail for k in near]
+        detected = any(features[k].name in COMPATIBLE[point.kind] for k in near)
+        crowded = any(
+            other is not point
+            and abs(float(np.float64(other.x).astype(np_dtype)) - where) <= UNRESOLVED_STEPS / MATCH_STEPS * tolerance
+            for other in declared
+        )
+        if not detected and crowded and near:
+            detected = True  # below the grid's resolution: what is seen nearby is shared
+            found.append(f"closer than {UNRESOLVED_STEPS} grid steps to another special point")
+        rows.append(
+            {
+                "x": where,
+                "kind": point.kind,
+                "note": point.note,
+                "declared": True,
+                "detected": detected,
+                "status": "ok" if detected else "not detected",
+                "found": "; ".join(found),
+            }
+        )
+    # undeclared features: group those within matching distance of each other
+    groups: list[list[Feature]] = []
+    lo, hi = x[0], x[-1]
+    for feature, is_used in zip(features, used, strict=True):
+        if is_used or not lo <= feature.x <= hi:
+            continue
+        if groups and feature.x - groups[-1][-1].x <= _tolerance(x, feature.x, grid_step):
+            groups[-1].append(feature)
+        else:
+            groups.append([feature])
+    for group in groups:
+        main = min(group, key=lambda f: SEVERITY.index(f.name))
+        details = "; ".join(f.detail for f in group)
+        rows.append(
+            {
+                "x": main.x,
+                "kind": FEATURE_KIND[main.name],
+                "note": details,
+                "declared": False,
+                "detected": True,
+                "status": "undeclared",
+                "found": details,
+            }
+        )
+    table = pd.DataFrame(rows, columns=["x", "kind", "note", "declared", "detected", "status", "found"])
+    table = _with_limits(table, spec, attrs)
+    table = table.sort_values("x", kind="stable").reset_index(drop=True)
+    return table[list(COLUMNS)]
+
+
+def _with_limits(table: pd.DataFrame, spec: ops.OpSpec, attrs: dict) -> pd.DataFrame:
+    at = table["x"].to_numpy(dtype=np.float64)
+    count = at.size
+    if count == 0:
+        for column in COLUMNS[6:14]:
+            table[column] = pd.Series(dtype=bool if column == "true_grad_missing" else np.float64)
+        return table
+    left, right = _sides(at, attrs["dtype"])
+    values = evaluate(spec, np.concatenate([left, at, right]), attrs["params"], attrs["upstream"], attrs["dtype"])
+    forward, custom, true_grad = values["forward"], values["custom_grad"], values["true_grad"]
+    table["forward_left"] = forward[:count]
+    table["forward_at"] = forward[count : 2 * count]
+    table["forward_right"] = forward[2 * count :]
+    table["true_grad"] = true_grad[count : 2 * count]
+    table["true_grad_missing"] = bool(values["true_grad_missing"])
+    table["custom_grad"] = custom[count : 2 * count]
+    table["custom_left"] = custom[:count]
+    table["custom_right"] = custom[2 * count :]
+    return table
+
+
+def summary(table: pd.DataFrame) -> dict[str, int]:
+    """Counts by status, e.g. ``{"ok": 3, "undeclared": 0, "not detected": 0}``."""
+    counts = table["status"].value_counts()
+    return {status: int(counts.get(status, 0)) for status in ("ok", "undeclared", "not detected")}

@@ -1,0 +1,396 @@
+"""Sweep an op over a range of x: forward, true gradient and custom gradient in one compiled call.
+
+A sweep is a :class:`pandas.DataFrame` with one row per x (sorted):
+
+* ``x``, ``forward``, ``true_grad``, ``custom_grad``: float64 columns holding the values of the
+  sweep dtype exactly (a float16 sweep holds float16 values widened to float64);
+* ``true_grad_missing``: True on every row when autodiff of the plain forward returns ``None``
+  (``tf.cast``/``tf.round`` forwards); ``true_grad`` is then 0, as the catalogue asks;
+* ``point``: the declared special-point kind at that row, ``""`` elsewhere (a categorical column
+  with categories ``"" + ops.KINDS``; where two declared points share an x, the first kind in
+  ``ops.KINDS`` order is shown, e.g. ``"jump"`` before ``"kink"``).
+
+The x grid is ``numpy.linspace(lo, hi, n)`` rounded to the sweep dtype, plus every declared point in
+``[lo, hi]`` at its exact dtype value, so that the value a convention gives AT the point is in the
+data. Duplicates are dropped, so ``len(df) <= n + len(points)``; it is less than ``n`` when the
+dtype cannot hold ``n`` distinct values in the range (bfloat16 on [-3, 3] keeps about 1,000).
+
+``true_grad`` and ``custom_grad`` are for a constant upstream gradient ``dy = upstream``: both are
+``dy`` times the local factor, except ops whose backward acts on ``dy`` itself (``clip_gradient``).
+
+``df.attrs`` holds ``op`` (the key), ``params`` (resolved), ``lo``, ``hi``, ``n``, ``dtype``,
+``upstream``, ``title``. pandas deep-copies attrs, so the :class:`ops.OpSpec` is not stored there;
+:func:`spec_for` gets it back: from the registry for built-in ops, and for a user op from the op
+passed again or, failing that, the most recently swept user op with that key.
+
+Speed: one ``tf.function`` per (op, dtype), cached, with x of any length and the parameters and the
+upstream gradient as tensors, so neither a new parameter value nor a new ``n`` retraces it
+(:func:`trace_count` counts traces). The results leave TensorFlow in the sweep dtype through DLPack
+and are widened to float64 by NumPy (tf.cast to float64 is slower). It is not XLA-compiled although
+that was 2-3x faster: XLA
+changes the numbers (its exp/tanh differ from TensorFlow's by up to 1e-4 relative in float32, and
+it rewrites the deliberately naive ``log(1 + exp(x))`` of ``log1pexp``), and it recompiles for
+every new length of x. The sweep must show what eager TensorFlow training computes.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+import ops
+
+COLUMNS = ("x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point")
+POINT_CATEGORIES = ("", *ops.KINDS)
+MAX_ABS_X = 1e6
+MIN_N, MAX_N = 11, 1_000_000
+USER_CACHE_SIZE = 32  # compiled functions kept for user ops (built-in ops are always kept)
+
+Evaluator = Callable[..., tuple[tf.Tensor, ...]]
+
+_BUILTIN_FUNCTIONS: dict[tuple[str, str], Evaluator] = {}
+_USER_FUNCTIONS: OrderedDict[tuple[ops.OpSpec, str], Evaluator] = OrderedDict()
+_TRACES: dict[tuple[int, str], int] = {}
+_USER_SPECS: dict[str, ops.OpSpec] = {}
+
+
+# -- validation ---------------------------------------------------------------------------------
+def _real(value: Any, name: str, allowed: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}; allowed: {allowed}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} = {number} is not finite; allowed: {allowed}")
+    return number
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype of a sweep dtype name (bfloat16 is ``ml_dtypes.bfloat16``)."""
+    return np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
+
+
+def compute_dtype(dtype: str) -> str:
+    """Half-precision sweeps are computed in float32 by the ops (see ``ops.registry``)."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def validate_dtype(dtype: Any) -> str:
+    if dtype not in ops.DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(ops.DTYPES)}, got {dtype!r}")
+    return dtype
+
+
+def validate_range(lo: Any, hi: Any, n: Any, dtype: str) -> tuple[float, float, int]:
+    """ValueError naming the argument and its allowed range."""
+    largest = min(MAX_ABS_X, float(tf.as_dtype(dtype).max))
+    allowed = f"a finite number in [{-largest:g}, {largest:g}]"
+    lo = _real(lo, "lo", allowed)
+    hi = _real(hi, "hi", allowed)
+    for name, value in (("lo", lo), ("hi", hi)):
+        if abs(value) > largest:
+            raise ValueError(f"{name} = {value:g} is outside the allowed range [{-largest:g}, {largest:g}] ({dtype})")
+    if not lo < hi:
+        raise ValueError(f"lo ({lo:g}) must be below hi ({hi:g})")
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise ValueError(f"n must be a whole number in [{MIN_N}, {MAX_N:_}], got {n!r}")
+    if not MIN_N <= int(n) <= MAX_N:
+        raise ValueError(f"n = {n} is outside the allowed range [{MIN_N}, {MAX_N:_}]")
+    return lo, hi, int(n)
+
+
+def validate_upstream(upstream: Any, dtype: str) -> float:
+    largest = float(tf.as_dtype(dtype).max)
+    value = _real(upstream, "upstream", f"a finite number in [{-largest:g}, {largest:g}]")
+    if abs(value) > largest:
+        raise ValueError(f"upstream = {value:g} is outside the allowed range [{-largest:g}, {largest:g}] ({dtype})")
+    return value
+
+
+# -- the compiled evaluator ---------------------------------------------------------------------
+def _is_registered(spec: ops.OpSpec) -> bool:
+    try:
+        return ops.get(spec.key) is spec
+    except KeyError:
+        return False
+
+
+def _build(spec: ops.OpSpec, dtype: str) -> Evaluator:
+    names = spec.param_names
+    trace_key = (id(spec), dtype)
+    x_dtype = tf.as_dtype(dtype)
+
+    def evaluate(x, upstream, *param_values):
+        _TRACES[trace_key] = _TRACES.get(trace_key, 0) + 1  # runs once per trace, not per call
+        params = dict(zip(names, param_values, strict=True))
+        dy = tf.fill(tf.shape(x), upstream)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            forward = spec.forward(x, **params)
+            custom_forward = spec.apply(x, **params)
+        true_grad = tape.gradient(forward, x, output_gradients=dy)
+        custom_grad = tape.gradient(custom_forward, x, output_gradients=dy)
+        missing = true_grad is None  # static: decided once, at trace time
+        if missing:
+            true_grad = tf.zeros([0], x.dtype)  # the caller fills zeros: no work for a known answer
+        if custom_grad is None:
+            custom_grad = tf.zeros_like(x)
+        # returned in the sweep dtype: NumPy widens them to float64 faster than tf.cast does
+        return forward, true_grad, custom_grad, tf.constant(missing)
+
+    # TensorFlow's "frequent retracing" warning counts traces per code object, so the closures
+    # for 26 ops x 4 dtypes would look like one function retracing: give each its own code object.
+    evaluate.__code__ = evaluate.__code__.replace(co_name=f"sweep_{spec.key}_{dtype}")
+    return tf.function(
+        evaluate,
+        input_signature=[
+            tf.TensorSpec([None], x_dtype),
+            tf.TensorSpec([], x_dtype),
+            *[tf.TensorSpec([], tf.float64) for _ in names],
+        ],
+        reduce_retracing=True,
+        autograph=False,  # no Python control flow on tensors here; AutoGraph's rewrite cost ~1 s at first use
+    )
+
+
+def evaluator(op: str | ops.OpSpec, dtype: str = "float32") -> Evaluator:
+    """The cached compiled ``(x, upstream, *params) -> (forward, true, custom, missing)`` of an op.
+
+    Built-in ops are cached by (key, dtype); user OpSpecs by identity (the last
+    :data:`USER_CACHE_SIZE` of them), so an edited user op with the same key gets a new function.
+    """
+    spec = ops.get(op)
+    dtype = validate_dtype(dtype)
+    if _is_registered(spec):
+        key = (spec.key, dtype)
+        if key not in _BUILTIN_FUNCTIONS:
+            _BUILTIN_FUNCTIONS[key] = _build(spec, dtype)
+        return _BUILTIN_FUNCTIONS[key]
+    user_key = (spec, dtype)
+    if user_key in _USER_FUNCTIONS:
+        _USER_FUNCTIONS.move_to_end(user_key)
+    else:
+        _USER_FUNCTIONS[user_key] = _build(spec, dtype)
+        while len(_USER_FUNCTIONS) > USER_CACHE_SIZE:
+            _USER_FUNCTIONS.popitem(last=False)
+    return _USER_FUNCTIONS[user_key]
+
+
+def trace_count(op: str | ops.OpSpec, dtype: str | None = None) -> int:
+    """How many times the compiled function of ``op`` was traced (for ``dtype``, or summed over dtypes)."""
+    spec = ops.get(op)
+    return sum(count for (spec_id, d), count in _TRACES.items() if spec_id == id(spec) and dtype in (None, d))
+
+
+def _to_float64(tensor: tf.Tensor) -> np.ndarray:
+    """A new float64 array: read through DLPack (no intermediate copy) where it allows, else via numpy()."""
+    try:
+        values = np.from_dlpack(tensor)
+    except (BufferError, TypeError, RuntimeError, ValueError):  # bfloat16 has no DLPack type in NumPy
+        values = tensor.numpy()
+    return values.astype(np.float64)
+
+
+def evaluate(
+    op: str | ops.OpSpec, x: np.ndarray, params: Mapping[str, float], upstream: float, dtype: str
+) -> dict[str, np.ndarray | bool]:
+    """Forward, true and custom gradient at ``x`` (cast to ``dtype``) as float64 arrays, by column name,
+    plus the bool ``"true_grad_missing"``. ``params`` must already be resolved (``spec.resolve``)."""
+    spec = ops.get(op)
+    fn = evaluator(spec, dtype)
+    x_values = np.asarray(x).astype(numpy_dtype(dtype), copy=False)
+    param_values = [tf.constant(float(params[name]), tf.float64) for name in spec.param_names]
+    forward, true_grad, custom_grad, missing = fn(
+        tf.constant(x_values), tf.constant(upstream, tf.as_dtype(dtype)), *param_values
+    )
+    missing = bool(missing.numpy())
+    return {
+        "x": x_values.astype(np.float64),
+        "forward": _to_float64(forward),
+        "true_grad": np.zeros(x_values.size) if missing else _to_float64(true_grad),
+        "custom_grad": _to_float64(custom_grad),
+        "true_grad_missing": missing,
+    }
+
+
+# -- the sweep --------------------------------------------------------------------------------------
+def _sorted_points(points: list[ops.Point], np_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Point x values in the dtype, sorted and unique (the first kind in KINDS order wins), and their codes."""
+    point_x = np.array([p.x for p in points], dtype=np.float64).astype(np_dtype)
+    point_code = np.array([POINT_CATEGORIES.index(p.kind) for p in points], dtype=np.int8)
+    order = np.lexsort((point_code, point_x))
+    point_x, point_code = point_x[order], point_code[order]
+    first = np.concatenate(([True], point_x[1:] != point_x[:-1]))
+    return point_x[first], point_code[first]
+
+
+def grid(lo: float, hi: float, n: int, dtype: str, points: list[ops.Point]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, unique x values in ``dtype`` and the point-kind code (index into POINT_CATEGORIES) per row."""
+    np_dtype = numpy_dtype(dtype)
+    base = np.linspace(lo, hi, n)
+    point_x, point_code = _sorted_points(points, np_dtype) if points else (np.zeros(0, np_dtype), np.zeros(0, np.int8))
+    # rounding to the dtype merges grid values only where the step is below the spacing of the dtype
+    spacing = float(np.finfo(np_dtype).eps) * max(abs(lo), abs(hi), float(np.finfo(np_dtype).tiny))
+    if (hi - lo) / (n - 1) <= 2 * spacing:
+        x = base.astype(np_dtype)
+        x = x[np.concatenate(([True], x[1:] != x[:-1]))]
+        codes = np.zeros(x.size, dtype=np.int8)
+        where = np.searchsorted(x, point_x)
+        on_grid = (where < x.size) & (x[np.minimum(where, x.size - 1)] == point_x)
+        codes[where[on_grid]] = point_code[on_grid]
+        new = ~on_grid
+        return np.insert(x, where[new], point_x[new]), np.insert(codes, where[new], point_code[new])
+    # Fast path (one casting pass, no np.insert copies): the rounded grid is strictly increasing, so
+    # a point can only coincide with one of the two grid values around it.
+    where = np.searchsorted(base, point_x.astype(np.float64))
+    below = np.maximum(where - 1, 0)
+    above = np.minimum(where, n - 1)
+    same_below = base[below].astype(np_dtype) == point_x
+    same_above = base[above].astype(np_dtype) == point_x
+    on_grid = same_below | same_above
+    grid_row = np.where(same_below, below, above)
+    new_at = where[~on_grid]  # insert before this grid row
+    x = np.empty(n + new_at.size, dtype=np_dtype)
+    codes = np.zeros(x.size, dtype=np.int8)
+    start = 0
+    for shift, (row, value) in enumerate(zip(new_at.tolist(), point_x[~on_grid], strict=True)):
+        x[start + shift : row + shift] = base[start:row]
+        x[row + shift] = value
+        start = row
+    x[start + new_at.size :] = base[start:]
+    shifts = np.searchsorted(new_at, grid_row[on_grid], side="right")  # inserted rows before each grid row
+    codes[grid_row[on_grid] + shifts] = point_code[on_grid]
+    codes[new_at + np.arange(new_at.size)] = point_code[~on_grid]
+    return x, codes
+
+
+def sweep(
+    op: str | ops.OpSpec,
+    lo: float = -3.0,
+    hi: float = 3.0,
+    n: int = 2001,
+    params: Mapping[str, float] | None = None,
+    upstream: float = 1.0,
+    dtype: str = "float32",
+) -> pd.DataFrame:
+    """Forward, true gradient and custom gradient of ``op`` on ``n`` points of [lo, hi] plus its special points."""
+    spec = ops.get(op)
+    dtype = validate_dtype(dtype)
+    lo, hi, n = validate_range(lo, hi, n, dtype)
+    upstream = validate_upstream(upstream, dtype)
+    resolved = spec.resolve(params)
+    points = spec.points(lo, hi, dtype, **resolved)
+    x, codes = grid(lo, hi, n, dtype, points)
+    values = evaluate(spec, x, resolved, upstream, dtype)
+    frame = pd.DataFrame(
+        {
+            **{column: values[column] for column in COLUMNS[:4]},
+            "true_grad_missing": np.full(x.size, values["true_grad_missing"]),
+            "point": pd.Categorical.from_codes(codes, categories=list(POINT_CATEGORIES)),
+        },
+        copy=False,  # the arrays are new and ours: no need for pandas to copy them again
+    )
+    if not _is_registered(spec):
+        _USER_SPECS[spec.key] = spec
+    frame.attrs = {
+        "op": spec.key,
+        "params": dict(resolved),
+        "lo": lo,
+        "hi": hi,
+        "n": n,
+        "dtype": dtype,
+        "upstream": upstream,
+        "title": spec.title,
+    }
+    return frame
+
+
+def spec_for(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> ops.OpSpec:
+    """The OpSpec a sweep was made with: ``op`` if given, else the built-in or last-swept user op of that key."""
+    key = df.attrs.get("op")
+    if op is not None:
+        spec = ops.get(op)
+        if key is not None and spec.key != key:
+            raise ValueError(f"op {spec.key!r} does not match the sweep's op {key!r}")
+        return spec
+    if key is None:
+        raise ValueError("df has no attrs['op']: pass the op, or make df with explorer.sweep.sweep")
+    if key in _USER_SPECS:
+        return _USER_SPECS[key]
+    return ops.get(key)
+
+
+# -- decimation for plotting ---------------------------------------------------------------------------
+VALUE_COLUMNS = ("forward", "true_grad", "custom_grad")
+
+
+def _jump_rows(values: np.ndarray) -> np.ndarray:
+    """Indices i where values[i] -> values[i+1] changes far more than the neighbouring steps do."""
+    finite = np.isfinite(values)
+    step = np.abs(np.diff(np.where(finite, values, 0.0)))
+    step[~(finite[1:] & finite[:-1])] = 0.0
+    if step.size < 5:
+        return np.flatnonzero(step > 0)
+    span = np.nanmax(values[finite]) - np.nanmin(values[finite]) if finite.any() else 0.0
+    padded = np.pad(step, 2, mode="edge")
+    around = np.maximum.reduce([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]])
+    is_jump = (step > 4.0 * around) & (step > 1e-3 * span)
+    # where finite meets non-finite, keep both sides too
+    edges = np.flatnonzero(finite[1:] != finite[:-1])
+    return np.union1d(np.flatnonzero(is_jump), edges)
+
+
+def decimate(df: pd.DataFrame, max_points: int = 5000) -> pd.DataFrame:
+    """At most ~``max_points`` rows that keep the shape of every curve, for plotting.
+
+    Keeps every special-point row and both its neighbours, both sides of every jump of the
+    forward / true / custom columns (at most ``max_points // 4`` jumps, the largest first), and per
+    bucket of consecutive rows the first, last, minimum and maximum row of each value column
+    (M4 aggregation). Returns ``df`` itself when it is already small enough; attrs are kept.
+    """
+    if isinstance(max_points, bool) or not isinstance(max_points, numbers.Integral) or max_points < 100:
+        raise ValueError(f"max_points must be a whole number >= 100, got {max_points!r}")
+    size = len(df)
+    if size <= max_points:
+        return df
+    keep = np.zeros(size, dtype=bool)
+    keep[[0, size - 1]] = True
+    special = np.flatnonzero(np.asarray(df["point"] != ""))
+    for offset in (-1, 0, 1):
+        keep[np.clip(special + offset, 0, size - 1)] = True
+    budget = max_points // 4
+    for column in VALUE_COLUMNS:
+        values = df[column].to_numpy(dtype=np.float64)
+        rows = _jump_rows(values)
+        if rows.size > budget // len(VALUE_COLUMNS):
+            sizes = np.abs(np.nan_to_num(values[rows + 1] - values[rows], nan=np.inf, posinf=np.inf, neginf=np.inf))
+            rows = rows[np.argsort(-sizes, kind="stable")[: budget // len(VALUE_COLUMNS)]]
+        keep[rows] = True
+        keep[rows + 1] = True
+    remaining = max(max_points - int(keep.sum()), 4 * (2 * len(VALUE_COLUMNS) + 2))
+    per_bucket = 2 * len(VALUE_COLUMNS) + 2
+    buckets = max(1, remaining // per_bucket)
+    width = math.ceil(size / buckets)
+    buckets = math.ceil(size / width)
+    starts = np.arange(buckets) * width
+    keep[starts] = True
+    keep[np.minimum(starts + width - 1, size - 1)] = True
+    padded_size = buckets * width
+    for column in VALUE_COLUMNS:
+        values = df[column].to_numpy(dtype=np.float64)
+        low = np.full(padded_size, np.inf)
+        high = np.full(padded_size, -np.inf)
+        finite = np.isfinite(values)
+        low[:size] = np.where(finite, values, np.inf)
+        high[:size] = np.where(finite, values, -np.inf)
+        keep[np.minimum(starts + low.reshape(buckets, width).argmin(axis=1), size - 1)] = True
+        keep[np.minimum(starts + high.reshape(buckets, width).argmax(axis=1), size - 1)] = True
+    result = df.iloc[np.flatnonzero(keep)]
+    result.attrs = dict(df.attrs)
+    return result

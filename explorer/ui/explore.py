@@ -1,0 +1,380 @@
+"""Explore page: sweep one op, see forward, true and custom gradient, compare, download.
+
+The canonical state is an :class:`explorer.state.ExploreState` in ``st.session_state``; widgets
+are seeded from it (so values survive a trip to another page, where Streamlit drops widget
+state) and the URL is rewritten from it on every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+
+import ops
+from explorer import figures
+from explorer import state as url_state
+from explorer.metrics import metrics_table
+from explorer.points import special_points
+from explorer.sweep import sweep
+
+STATE_KEY = "explore.state"
+NOTICES_KEY = "explore.notices"
+FAMILY_LABELS = {
+    "spike": "Spike",
+    "sign": "Sign / quantiser",
+    "clip": "Clipping",
+    "override": "Override",
+    "stability": "Stability",
+}
+MAX_CACHED_SWEEPS = 32
+
+
+# -- cached computation ----------------------------------------------------------------------------
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float):
+    """Sweep and special points for one set of inputs (every input is part of the cache key)."""
+    df = sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
+    return df, special_points(df)
+
+
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_main_figure(op, params, lo, hi, n, dtype, upstream, overlay: bool):
+    df, points = cached_view(op, params, lo, hi, n, dtype, upstream)
+    return figures.main_figure(df, points, overlay=overlay)
+
+
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_metrics(op, params, lo, hi, n, dtype, upstream) -> pd.DataFrame:
+    df, _ = cached_view(op, params, lo, hi, n, dtype, upstream)
+    return metrics_table([df], [op])
+
+
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], labels: tuple[str, ...], lo, hi, n, dtype, upstream):
+    """Compare figure and metrics table for several (op, params) runs over one range."""
+    views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
+    sweeps = [df for df, _ in views]
+    return figures.compare_figure(sweeps, list(labels), [points for _, points in views]), metrics_table(sweeps, list(labels))
+
+
+def _key(state: url_state.ExploreState) -> tuple:
+    params = tuple(sorted(state.resolved_params().items()))
+    return (state.op, params, state.lo, state.hi, state.n, state.dtype, state.upstream)
+
+
+# -- state <-> widgets ---------------------------------------------------------------------------------
+def _param_key(op: str, name: str) -> str:
+    return f"w.p.{op}.{name}"
+
+
+def _seed_widgets(state: url_state.ExploreState, overwrite: bool = False) -> None:
+    """Put ``state`` into the widget keys (only missing ones unless ``overwrite``)."""
+    values = {
+        "w.op": state.op,
+        "w.lo": state.lo,
+        "w.hi": state.hi,
+        "w.n": state.n,
+        "w.dtype": state.dtype,
+        "w.upstream": state.upstream,
+        "w.overlay": state.overlay,
+        "w.cmp": state.compare,
+        "w.cmp_ops": list(state.compare_ops),
+        "w.cmp_param": state.compare_param,
+        "w.cmp_values": ", ".join(f"{v:g}" for v in state.compare_values),
+    }
+    spec = state.spec
+    for param in spec.params:
+        value = state.resolved_params()[param.name]
+        values[_param_key(state.op, param.name)] = int(value) if param.integer else float(value)
+    for key, value in values.items():
+        if overwrite or key not in st.session_state:
+            st.session_state[key] = value
+
+
+def _initial_state() -> url_state.ExploreState:
+    if STATE_KEY not in st.session_state:
+        query = {key: st.query_params.get_all(key) for key in st.query_params}
+        state, notices = url_state.from_query(query)
+        st.session_state[STATE_KEY] = state
+        st.session_state[NOTICES_KEY] = notices
+    return st.session_state[STATE_KEY]
+
+
+def _on_op_change() -> None:
+    current: url_state.ExploreState = st.session_state[STATE_KEY]
+    new_state = current.with_op(st.session_state["w.op"])
+    st.session_state[STATE_KEY] = new_state
+    st.session_state["w.cmp_param"] = new_state.compare_param
+    st.session_state["w.cmp_values"] = ", ".join(f"{v:g}" for v in new_state.compare_values)
+
+
+def _on_compare_param_change() -> None:
+    current: url_state.ExploreState = st.session_state[STATE_KEY]
+    name = st.session_state["w.cmp_param"]
+    values = url_state.default_compare_values(current.spec, name)
+    st.session_state["w.cmp_values"] = ", ".join(f"{v:g}" for v in values)
+
+
+def _on_reset() -> None:
+    current: url_state.ExploreState = st.session_state[STATE_KEY]
+    fresh = url_state.default_state().with_op(current.op)
+    st.session_state[STATE_KEY] = fresh
+    _seed_widgets(fresh, overwrite=True)
+    st.session_state[NOTICES_KEY] = []
+
+
+def _parse_compare_values(spec: ops.OpSpec, name: str, text: str) -> tuple[tuple[float, ...], list[str]]:
+    if not name:
+        return (), []
+    param = next(p for p in spec.params if p.name == name)
+    values, problems = [], []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            values.append(param.validate(float(item), spec.key))
+        except ValueError:
+            problems.append(f"'{item.strip()}' is not a number in [{param.low:g}, {param.high:g}]")
+    return tuple(dict.fromkeys(values))[: url_state.MAX_COMPARE], problems
+
+
+# -- widgets ---------------------------------------------------------------------------------------------
+def _op_label(key: str) -> str:
+    spec = ops.get(key)
+    return f"{FAMILY_LABELS[spec.family]} · {spec.title} ({key})"
+
+
+def _param_widget(op: str, param: ops.Param) -> None:
+    key = _param_key(op, param.name)
+    if param.integer:
+        st.slider(param.name, int(param.low), int(param.high), step=1, key=key, help=param.help)
+    elif param.low > 0 and param.high / param.low > 1e4:  # spans many decades: a slider cannot pick them
+        st.number_input(param.name, float(param.low), float(param.high), format="%.3e", key=key, help=param.help)
+    else:
+        step = _nice_step((param.high - param.low) / 500)
+        st.slider(param.name, float(param.low), float(param.high), step=step, key=key, help=param.help)
+
+
+def _nice_step(raw: float) -> float:
+    exponent = 10 ** int(f"{raw:e}".split("e")[1])
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * exponent:
+            return factor * exponent
+    return 10 * exponent
+
+
+def _sidebar() -> url_state.ExploreState:
+    current = _initial_state()
+    _seed_widgets(current)
+    with st.sidebar:
+        st.header("Op")
+        keys = [spec.key for family in ops.by_family().values() for spec in family]
+        st.selectbox(
+            "Surrogate op (type to search)",
+            keys,
+            format_func=_op_label,
+            key="w.op",
+            on_change=_on_op_change,
+            help="Ops are grouped by family: spike surrogates, sign and quantiser estimators, clipping, "
+            "intentional overrides, numerically stable gradients.",
+        )
+        op = st.session_state["w.op"]
+        spec = ops.get(op)
+        _seed_widgets(st.session_state[STATE_KEY] if st.session_state[STATE_KEY].op == op else current.with_op(op))
+        if spec.params:
+            st.subheader("Parameters")
+            for param in spec.params:
+                _param_widget(op, param)
+        else:
+            st.caption("This op has no parameters.")
+
+        st.header("Sweep")
+        col_lo, col_hi = st.columns(2)
+        col_lo.number_input("x from", -url_state.X_LIMIT, url_state.X_LIMIT, key="w.lo", format="%g")
+        col_hi.number_input("x to", -url_state.X_LIMIT, url_state.X_LIMIT, key="w.hi", format="%g")
+        st.number_input(
+            "points",
+            min_value=url_state.N_RANGE[0],
+            max_value=url_state.N_RANGE[1],
+            step=500,
+            key="w.n",
+            help="The CSV has every point; plotted traces are reduced to 5,000 points, keeping every special point.",
+        )
+        st.radio(
+            "dtype",
+            url_state.DTYPES,
+            key="w.dtype",
+            horizontal=True,
+            help="See what half precision does: x is rounded to the dtype, and so are output and gradient.",
+        )
+        st.number_input(
+            "upstream gradient dy",
+            -url_state.UPSTREAM_LIMIT,
+            url_state.UPSTREAM_LIMIT,
+            key="w.upstream",
+            format="%g",
+            help="The gradient arriving from above. Custom gradients multiply it, except clip_gradient, which clips it.",
+        )
+        st.button("Reset to defaults", on_click=_on_reset, width="stretch")
+
+    params = {p.name: st.session_state[_param_key(op, p.name)] for p in spec.params}
+    return replace(
+        st.session_state[STATE_KEY] if st.session_state[STATE_KEY].op == op else current.with_op(op),
+        op=op,
+        params={k: float(v) for k, v in params.items()},
+        lo=float(st.session_state["w.lo"]),
+        hi=float(st.session_state["w.hi"]),
+        n=int(st.session_state["w.n"]),
+        dtype=st.session_state["w.dtype"],
+        upstream=float(st.session_state["w.upstream"]),
+        overlay=bool(st.session_state["w.overlay"]),
+    )
+
+
+# -- main area ---------------------------------------------------------------------------------------------
+def _header(spec: ops.OpSpec) -> None:
+    st.title(spec.title)
+    st.caption(f"`{spec.key}` · {FAMILY_LABELS[spec.family]} family")
+    col_forward, col_grad = st.columns(2)
+    with col_forward:
+        st.markdown("**Forward** (autodiff of this is the true gradient)")
+        st.latex(spec.forward_tex)
+    with col_grad:
+        st.markdown("**Custom gradient** $g(x)$, backward $= dy \\cdot g(x)$")
+        st.latex(spec.grad_tex)
+    st.info(f"**Why.** {spec.why}\n\n**From.** {spec.reference}")
+
+
+def _points_table(points: pd.DataFrame) -> pd.DataFrame:
+    table = points.rename(
+        columns={
+            "note": "convention",
+            "forward_left": "forward just left",
+            "forward_at": "forward AT",
+            "forward_right": "forward just right",
+            "true_grad": "true gradient",
+            "custom_grad": "custom gradient",
+        }
+    )
+    table["true gradient"] = [
+        "None" if missing else f"{value:.6g}" for value, missing in zip(points["true_grad"], points["true_grad_missing"], strict=True)
+    ]
+    columns = ["x", "kind", "status", "forward just left", "forward AT", "forward just right", "true gradient", "custom gradient", "convention"]
+    return table[columns]
+
+
+def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
+    st.subheader("Compare")
+    spec = state.spec
+    mode = st.radio(
+        "Compare",
+        url_state.COMPARE_MODES,
+        key="w.cmp",
+        horizontal=True,
+        format_func=lambda m: "several ops" if m == "ops" else f"{spec.key} at several values of one parameter",
+        label_visibility="collapsed",
+    )
+    problems: list[str] = []
+    if mode == "ops":
+        chosen = st.multiselect(
+            "Ops to overlay",
+            ops.names(),
+            key="w.cmp_ops",
+            max_selections=url_state.MAX_COMPARE,
+            format_func=_op_label,
+        )
+        state = replace(state, compare="ops", compare_ops=tuple(chosen) or state.compare_ops)
+        runs = [(key, {}) for key in chosen]
+        labels = list(chosen)
+    else:
+        if not spec.params:
+            st.caption(f"`{spec.key}` has no parameters: compare several ops instead.")
+            return replace(state, compare="param")
+        col_name, col_values = st.columns([1, 2])
+        name = col_name.selectbox("Parameter", spec.param_names, key="w.cmp_param", on_change=_on_compare_param_change)
+        text = col_values.text_input("Values (comma-separated)", key="w.cmp_values")
+        values, problems = _parse_compare_values(spec, name, text)
+        state = replace(state, compare="param", compare_param=name, compare_values=values or state.compare_values)
+        base = state.resolved_params()
+        runs = [(spec.key, {**base, name: value}) for value in values]
+        labels = [f"{name} = {value:g}" for value in values]
+    for problem in problems:
+        st.warning(f"Ignored compare value {problem}.")
+    if not runs:
+        st.caption("Pick at least one op or value to compare.")
+        return state
+    try:
+        resolved = tuple((key, tuple(sorted(ops.get(key).resolve(p).items()))) for key, p in runs)
+        figure, table = cached_compare(resolved, tuple(labels), state.lo, state.hi, state.n, state.dtype, state.upstream)
+    except ValueError as error:
+        st.error(f"Cannot compare: {error}")
+        return state
+    col_figure, col_table = st.columns([3, 2])
+    with col_figure:
+        st.plotly_chart(figure, key="compare_figure")
+    with col_table:
+        st.dataframe(table, hide_index=True)
+    return state
+
+
+def page() -> None:
+    state = _sidebar()
+    st.session_state[STATE_KEY] = state
+    for notice in st.session_state.get(NOTICES_KEY, []):
+        st.warning(notice, icon="⚠️")
+
+    spec = state.spec
+    _header(spec)
+    st.toggle("Overlay true and custom gradient on one axis", key="w.overlay")
+    state = replace(state, overlay=bool(st.session_state["w.overlay"]))
+
+    try:
+        df, points = cached_view(*_key(state))
+    except ValueError as error:
+        st.error(f"Cannot sweep: {error}. Change the control named above; everything else is kept.")
+        df = points = None
+
+    if df is not None:
+        figure = cached_main_figure(*_key(state), state.overlay)
+        st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
+        undeclared = points[points["status"] == "undeclared"]
+        for row in undeclared.itertuples():
+            st.warning(f"Undeclared special point at x = {row.x:.6g}: {row.note}", icon="⚠️")
+        missing = points[points["status"] == "not detected"]
+        for row in missing.itertuples():
+            st.caption(f"Declared {row.kind} at x = {row.x:.6g} was not detected numerically at this resolution.")
+
+        st.subheader("Special points")
+        if points.empty:
+            st.caption("No special points in this range: forward and gradients are smooth here.")
+        else:
+            st.dataframe(_points_table(points), hide_index=True)
+        st.subheader("Metrics")
+        st.dataframe(cached_metrics(*_key(state)), hide_index=True)
+
+    state = _compare_section(state)
+
+    if df is not None:
+        st.subheader("Downloads")
+        col_csv, col_html = st.columns(2)
+        col_csv.download_button(
+            f"Sweep as CSV ({len(df):,} rows)",
+            data=lambda: df.to_csv(index=False),
+            file_name=f"{spec.key}_sweep.csv",
+            mime="text/csv",
+            on_click="ignore",
+        )
+        col_html.download_button(
+            "Figure as standalone HTML",
+            data=lambda: figures.figure_html(figure),
+            file_name=f"{spec.key}_figure.html",
+            mime="text/html",
+            on_click="ignore",
+        )
+
+    st.session_state[STATE_KEY] = state
+    query = url_state.to_query(state)
+    if st.query_params.to_dict() != query:
+        st.query_params.from_dict(query)

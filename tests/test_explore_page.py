@@ -1,0 +1,139 @@
+"""The Explore page, run headless with streamlit.testing.v1.AppTest (no browser)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ops
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 120
+
+
+def _app(query: dict[str, str] | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def _figure(app: AppTest, index: int = 0) -> dict:
+    return json.loads(app.get("plotly_chart")[index].proto.spec)
+
+
+def _trace(figure: dict, name: str) -> dict:
+    return next(trace for trace in figure["data"] if trace.get("name") == name)
+
+
+def _values(trace: dict, axis: str) -> np.ndarray:
+    raw = trace[axis]
+    if isinstance(raw, dict):  # plotly's typed-array encoding
+        import base64
+
+        return np.frombuffer(base64.b64decode(raw["bdata"]), dtype=np.dtype(raw["dtype"])).astype(float)
+    return np.array([np.nan if v is None else v for v in raw], dtype=float)
+
+
+@pytest.fixture(scope="module")
+def default_app() -> AppTest:
+    return _app()
+
+
+def test_default_view_tells_the_ste_sign_story(default_app):
+    app = default_app
+    assert not app.exception
+    assert app.title[0].value == "Straight-through sign"
+    figure = _figure(app)
+    titles = [a["text"] for a in figure["layout"]["annotations"] if a.get("text") in ("Forward", "True gradient (autodiff)", "Custom gradient")]
+    assert titles == ["Forward", "True gradient (autodiff)", "Custom gradient"]
+    custom = _trace(figure, "custom gradient")
+    x, g = _values(custom, "x"), _values(custom, "y")
+    inside = np.isfinite(g) & (np.abs(x) < 0.99)
+    outside = np.isfinite(g) & (np.abs(x) > 1.01)
+    assert np.all(g[inside] == 1.0) and np.all(g[outside] == 0.0)
+    true = _trace(figure, "true gradient (autodiff)")
+    assert np.nanmax(np.abs(_values(true, "y"))) == 0.0
+    # the URL carries the state
+    assert app.query_params["op"] == "ste_sign"
+
+
+@pytest.mark.parametrize("key", ops.names())
+def test_every_op_renders_at_default_parameters(key):
+    app = _app({"op": key})
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.warning, [w.value for w in app.warning]  # no notice, no undeclared point
+    assert app.title[0].value == ops.get(key).title
+    assert len(app.get("plotly_chart")) >= 1
+
+
+def test_changing_op_parameter_and_range_changes_the_figure():
+    app = _app()
+    before = _values(_trace(_figure(app), "custom gradient"), "y")
+    app.slider(key="w.p.ste_sign.clip_value").set_value(0.5).run()
+    after = _values(_trace(_figure(app), "custom gradient"), "y")
+    assert not app.exception and not np.array_equal(before[np.isfinite(before)], after[np.isfinite(after)])
+    assert app.query_params["p.clip_value"] == "0.5"
+
+    app.selectbox(key="w.op").set_value("atan").run()
+    figure = _figure(app)
+    assert app.title[0].value == "Arctangent surrogate"
+    custom_x, custom = _values(_trace(figure, "custom gradient"), "x"), _values(_trace(figure, "custom gradient"), "y")
+    at_zero = custom[np.isclose(custom_x, 0.0)]
+    assert np.allclose(at_zero, 1.0)  # alpha / 2 at the threshold
+
+    app.number_input(key="w.lo").set_value(-1.0).run()
+    app.number_input(key="w.hi").set_value(2.0).run()
+    x = _values(_trace(_figure(app), "forward"), "x")
+    assert np.nanmin(x) == pytest.approx(-1.0) and np.nanmax(x) == pytest.approx(2.0)
+    assert app.query_params["lo"] == "-1" and app.query_params["hi"] == "2"
+
+
+def test_url_restores_the_state():
+    app = _app({"op": "rect", "p.alpha": "2", "p.threshold": "0.25", "lo": "-1", "hi": "1.5", "n": "501", "dtype": "float64"})
+    assert not app.exception and not app.warning
+    assert app.selectbox(key="w.op").value == "rect"
+    assert app.slider(key="w.p.rect.alpha").value == 2.0
+    assert app.slider(key="w.p.rect.threshold").value == 0.25
+    assert app.radio(key="w.dtype").value == "float64"
+    forward = _trace(_figure(app), "forward")
+    x = _values(forward, "x")
+    assert np.nanmin(x) == pytest.approx(-1.0) and np.nanmax(x) == pytest.approx(1.5)
+    # rect's open box at threshold +- 0.5/alpha = 0 and 0.5 are in the special-points table
+    table = app.dataframe[0].value
+    assert sorted(table["x"].round(6)) == [0.0, 0.25, 0.5]
+
+
+def test_bad_url_values_show_a_notice_and_no_exception():
+    app = _app({"op": "nope", "n": "-5", "p.alpha": "nan", "lo": "3", "hi": "-3"})
+    assert not app.exception
+    text = " ".join(w.value for w in app.warning)
+    assert "Unknown op 'nope'" in text and "'n'" in text and "lo < hi" in text
+    assert app.title[0].value == "Straight-through sign"
+    app.slider(key="w.p.ste_sign.clip_value").set_value(2.0).run()  # the next valid interaction works
+    assert not app.exception
+
+
+def test_invalid_sweep_shows_an_inline_message_and_keeps_the_page():
+    app = _app()
+    app.number_input(key="w.lo").set_value(5.0).run()  # lo above hi
+    assert not app.exception
+    assert any("lo" in e.value for e in app.error)
+    assert app.sidebar.slider(key="w.p.ste_sign.clip_value").value == 1.0  # controls are kept
+    app.number_input(key="w.lo").set_value(-3.0).run()
+    assert not app.exception and not app.error and app.get("plotly_chart")
+
+
+def test_reset_restores_defaults_of_the_current_op():
+    app = _app({"op": "atan", "p.alpha": "5", "n": "501"})
+    app.button[0].click().run()
+    assert app.selectbox(key="w.op").value == "atan"
+    assert app.slider(key="w.p.atan.alpha").value == 2.0 and app.number_input(key="w.n").value == 2001
+
+
+def test_compare_section_overlays_one_curve_per_value(default_app):
+    figure = _figure(default_app, 1)
+    names = [t["name"] for t in figure["data"] if t.get("showlegend", True) and t.get("mode") == "lines"]
+    assert {"clip_value = 0.5", "clip_value = 1", "clip_value = 2"} <= set(names)

@@ -1,0 +1,289 @@
+"""explorer.sweep: grid, values against NumPy formulas, argument checks, no retracing, decimation."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ops
+from explorer.sweep import decimate, spec_for, sweep, trace_count
+
+FLOAT_COLUMNS = ["x", "forward", "true_grad", "custom_grad"]
+
+
+def _row(df, x):
+    rows = df.index[df["x"] == x]
+    assert len(rows) == 1, f"x = {x!r} is not exactly once in the sweep"
+    return df.loc[rows[0]]
+
+
+# -- shape of the result -----------------------------------------------------------------------------
+def test_columns_dtypes_and_attrs():
+    df = sweep("atan", n=2001, params={"alpha": 3.0})
+    assert list(df.columns) == ["x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point"]
+    for column in FLOAT_COLUMNS:
+        assert df[column].dtype == np.float64
+    assert df["true_grad_missing"].dtype == bool
+    assert set(df["point"].unique()) <= {"", *ops.KINDS}
+    assert df["x"].is_monotonic_increasing and df["x"].is_unique
+    # linspace(-3, 3, 2001) already holds the threshold 0, so nothing is inserted
+    assert len(df) == 2001
+    assert df.attrs == {
+        "op": "atan",
+        "params": {"alpha": 3.0, "threshold": 0.0},
+        "lo": -3.0,
+        "hi": 3.0,
+        "n": 2001,
+        "dtype": "float32",
+        "upstream": 1.0,
+        "title": ops.get("atan").title,
+    }
+
+
+@pytest.mark.parametrize("key", ops.names())
+def test_every_declared_point_is_in_the_grid_exactly(key):
+    spec = ops.get(key)
+    df = sweep(key, lo=-3.0, hi=3.0, n=1000)  # step 6/999: no catalogue point lies on this grid by chance
+    declared = spec.points(-3.0, 3.0, "float32")
+    for point in declared:
+        exact = float(np.float32(point.x))
+        row = _row(df, exact)
+        assert row["point"] != "", f"{key}: row at {exact} is not marked"
+    linspace = np.linspace(-3.0, 3.0, 1000).astype(np.float32)
+    expected = np.union1d(linspace, np.array([p.x for p in declared], dtype=np.float32))
+    np.testing.assert_array_equal(df["x"].to_numpy(), expected.astype(np.float64))
+
+
+def test_point_marks_the_declared_kind():
+    df = sweep("ste_sign", params={"clip_value": 0.5})
+    marked = df[df["point"] != ""]
+    assert marked["x"].tolist() == [-0.5, 0.0, 0.5]
+    assert marked["point"].tolist() == ["boundary", "jump", "boundary"]
+
+
+def test_point_in_float16_is_the_rounded_value():
+    # rect's boundaries at +-0.5/3 are not float16 numbers: the grid holds the float16 rounding
+    df = sweep("rect", params={"alpha": 3.0}, dtype="float16")
+    for sign in (-1, 1):
+        exact = float(np.float16(sign * 0.5 / 3.0))
+        assert exact != sign * 0.5 / 3.0
+        assert _row(df, exact)["point"] == "boundary"
+
+
+# -- values against NumPy -------------------------------------------------------------------------------
+def test_atan_against_numpy():
+    alpha, threshold = 3.0, 0.25
+    df = sweep("atan", params={"alpha": alpha, "threshold": threshold}, upstream=2.0)
+    x = df["x"].to_numpy()
+    np.testing.assert_array_equal(df["forward"], (x > threshold).astype(np.float64))
+    surrogate = (alpha / 2) / (1 + (math.pi * alpha * (x - threshold) / 2) ** 2)
+    np.testing.assert_allclose(df["custom_grad"], 2.0 * surrogate, rtol=2e-6, atol=1e-7)
+    # tf.cast(x > threshold) has no gradient: plotted as 0 with the flag
+    assert df["true_grad_missing"].all()
+    assert (df["true_grad"] == 0).all()
+    assert _row(df, threshold)["forward"] == 0.0  # H(0) = 0
+
+
+def test_ste_sign_closed_boundary_and_zero_true_gradient():
+    df = sweep("ste_sign", n=2001)
+    x = df["x"].to_numpy()
+    np.testing.assert_array_equal(df["forward"], np.where(x >= 0, 1.0, -1.0))  # sign(0) = +1
+    np.testing.assert_array_equal(df["custom_grad"], (np.abs(x) <= 1.0).astype(np.float64))
+    assert _row(df, 1.0)["custom_grad"] == 1.0 and _row(df, -1.0)["custom_grad"] == 1.0  # closed
+    after = df[df["x"] > 1.0].iloc[0]
+    assert after["custom_grad"] == 0.0
+    # tf.sign has a gradient, and it is 0
+    assert not df["true_grad_missing"].any()
+    assert (df["true_grad"] == 0).all()
+
+
+def test_clip_gradient_clips_the_upstream_gradient():
+    df = sweep("clip_gradient", upstream=3.0)
+    np.testing.assert_array_equal(df["forward"], df["x"])
+    assert (df["true_grad"] == 3.0).all()  # autodiff of the identity passes dy = 3
+    assert (df["custom_grad"] == 1.0).all()  # clip(3, -1, 1)
+    negative = sweep("clip_gradient", upstream=-0.25)
+    assert (negative["custom_grad"] == -0.25).all()  # inside the clip: unchanged
+
+
+def test_log1pexp_against_numpy_including_the_overflow():
+    df = sweep("log1pexp", lo=-20.0, hi=100.0, n=2401)
+    x32 = df["x"].to_numpy().astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        naive = np.log(np.float32(1) + np.exp(x32))
+        autodiff = np.exp(x32) / (np.float32(1) + np.exp(x32))
+    np.testing.assert_allclose(df["forward"], naive.astype(np.float64), rtol=2e-6, atol=1e-7)
+    # TensorFlow's float32 exp/reciprocal drift up to ~1e-4 relative for x > 60: compare below, bound above
+    moderate = x32 < 60
+    np.testing.assert_allclose(df["true_grad"][moderate], autodiff[moderate].astype(np.float64), rtol=2e-6, atol=1e-7)
+    overflow = x32 >= np.log(np.finfo(np.float32).max)  # the float32 nearest log(max) is just above it
+    assert np.isnan(df["true_grad"][overflow]).all()  # exp overflows: inf / inf
+    assert np.isfinite(df["true_grad"][~overflow]).all()
+    np.testing.assert_allclose(df["true_grad"][~moderate & (x32 < 87)], 1.0, rtol=1e-3)
+    logistic = 1.0 / (1.0 + np.exp(-x32.astype(np.float64)))
+    np.testing.assert_allclose(df["custom_grad"], logistic, rtol=2e-6, atol=1e-7)
+    singular = df[df["point"] == "singular"]
+    assert singular["x"].tolist() == [float(np.float32(np.log(np.finfo(np.float32).max)))]
+
+
+@pytest.mark.parametrize("key", [spec.key for spec in ops.by_family()["spike"]])
+def test_spike_ops_have_no_true_gradient(key):
+    df = sweep(key, n=101)
+    assert df["true_grad_missing"].all()
+    assert (df["true_grad"] == 0).all()
+
+
+def test_float16_columns_hold_float16_values():
+    df = sweep("atan", dtype="float16", params={"alpha": 3.0})
+    for column in FLOAT_COLUMNS:
+        values = df[column].to_numpy()
+        np.testing.assert_array_equal(values.astype(np.float16).astype(np.float64), values)
+    # the op computes in float32 and rounds once to float16
+    x = df["x"].to_numpy()
+    reference = ((1.5 / (1 + (math.pi * 3.0 * x / 2) ** 2)).astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(df["custom_grad"], reference.astype(np.float64))
+    # float16 holds about 2^10 values per octave: the grid near 3 is coarser than 6/2000
+    assert len(df) <= 2001 and df["x"].is_unique
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float64"])
+def test_other_dtypes(dtype):
+    df = sweep("gaussian", dtype=dtype, n=301)
+    np_dtype = tf.as_dtype(dtype).as_numpy_dtype
+    x = df["x"].to_numpy()
+    np.testing.assert_array_equal(x.astype(np_dtype).astype(np.float64), x)
+    expected = (2.0 / math.sqrt(math.pi) * np.exp(-((2.0 * x) ** 2))).astype(np_dtype).astype(np.float64)
+    np.testing.assert_allclose(df["custom_grad"], expected, rtol=1e-2 if dtype == "bfloat16" else 1e-12)
+
+
+# -- argument checks ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lo": 1.0, "hi": 1.0}, r"lo \(1\) must be below hi \(1\)"),
+        ({"lo": 2.0, "hi": -2.0}, r"lo \(2\) must be below hi"),
+        ({"lo": float("nan")}, r"lo = nan is not finite"),
+        ({"hi": float("inf")}, r"hi = inf is not finite"),
+        ({"lo": -2e6}, r"lo = -2e\+06 is outside the allowed range \[-1e\+06, 1e\+06\]"),
+        ({"hi": 1e5, "dtype": "float16"}, r"hi = 100000 is outside the allowed range \[-65504, 65504\]"),
+        ({"n": 10}, r"n = 10 is outside the allowed range \[11, 1_000_000\]"),
+        ({"n": 1_000_001}, r"n = 1000001 is outside the allowed range"),
+        ({"n": 100.0}, r"n must be a whole number in \[11, 1_000_000\]"),
+        ({"n": True}, r"n must be a whole number"),
+        ({"dtype": "int32"}, r"dtype must be one of float16, bfloat16, float32, float64"),
+        ({"upstream": float("nan")}, r"upstream = nan is not finite"),
+        ({"upstream": "1"}, r"upstream must be a number"),
+        ({"params": {"alpha": float("nan")}}, r"parameter 'alpha' is NaN; allowed range \[0.1, 10\]"),
+        ({"params": {"alpha": 50.0}}, r"parameter 'alpha' = 50 is outside the allowed range \[0.1, 10\]"),
+        ({"params": {"beta": 1.0}}, r"unknown parameter\(s\) beta"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sweep("atan", **kwargs)
+
+
+def test_unknown_op_lists_valid_keys():
+    with pytest.raises(KeyError, match="valid ops: atan"):
+        sweep("no_such_op")
+
+
+# -- speed: no retracing ----------------------------------------------------------------------------------
+def test_parameter_and_length_changes_do_not_retrace():
+    sweep("sigmoid", params={"slope": 10.0})
+    traced = trace_count("sigmoid", "float32")
+    assert traced >= 1
+    first = sweep("sigmoid", params={"slope": 10.0})
+    for slope, n, upstream in [(20.0, 2001, 1.0), (55.5, 501, 2.0), (99.0, 4000, -1.0)]:
+        df = sweep("sigmoid", params={"slope": slope, "threshold": 0.1}, n=n, upstream=upstream)
+        u = df["x"].to_numpy() - 0.1
+        expected = upstream * slope / (4 * np.cosh(slope * u / 2) ** 2)  # slope * s(z) * s(-z)
+        np.testing.assert_allclose(df["custom_grad"], expected, rtol=1e-5, atol=1e-6)
+    assert trace_count("sigmoid", "float32") == traced
+    assert not first.equals(df)
+
+
+def test_user_ops_are_cached_by_identity():
+    def make(height):
+        return ops.OpSpec(
+            key="user_box",
+            title="box",
+            family="override",
+            params=(),
+            forward_fn=lambda x, p: x,
+            surrogate=lambda x, p: height * tf.ones_like(x),
+            forward_tex="x",
+            grad_tex="h",
+            why="",
+            reference="",
+            builtin=False,
+        )
+
+    first, second = make(2.0), make(3.0)
+    assert (sweep(first, n=11)["custom_grad"] == 2.0).all()
+    assert (sweep(second, n=11)["custom_grad"] == 3.0).all()  # same key, new function
+    assert trace_count(first) == 1 and trace_count(second) == 1
+    df = sweep(first, n=11)
+    assert trace_count(first) == 1
+    assert spec_for(df, first) is first
+    assert spec_for(sweep(second, n=11)) is second  # the last user op swept with that key
+
+
+def test_million_point_sweep():
+    start = time.perf_counter()
+    df = sweep("fast_sigmoid", n=1_000_000)
+    elapsed = time.perf_counter() - start
+    assert len(df) == 1_000_000 + 1  # linspace(-3, 3, 1e6) misses 0: the threshold is inserted
+    assert _row(df, 0.0)["point"] == "jump"
+    x = df["x"].to_numpy()[::997]
+    np.testing.assert_allclose(df["custom_grad"].to_numpy()[::997], 1 / (25 * np.abs(x) + 1) ** 2, rtol=2e-6)
+    assert elapsed < 5.0
+
+
+# -- decimation ------------------------------------------------------------------------------------------------
+def test_decimate_keeps_points_jumps_and_extremes():
+    df = sweep("ste_tern", n=1_000_000, params={"threshold_value": 0.25})
+    small = decimate(df, max_points=5000)
+    specials = int((df["point"] != "").sum())
+    assert len(small) <= 5000 + 3 * specials
+    assert small["x"].is_monotonic_increasing
+    assert small.attrs == df.attrs
+    kept = set(small["x"])
+    position = {x: i for i, x in enumerate(df["x"])}
+    for x in df.loc[df["point"] != "", "x"]:
+        i = position[x]
+        assert {df["x"].iloc[i - 1], x, df["x"].iloc[i + 1]} <= kept
+    # both sides of every jump of the forward survive, so the steps stay vertical
+    forward = df["forward"].to_numpy()
+    for i in np.flatnonzero(np.diff(forward) != 0):
+        assert df["x"].iloc[i] in kept and df["x"].iloc[i + 1] in kept
+    for column in FLOAT_COLUMNS:
+        assert small[column].min() == df[column].min() and small[column].max() == df[column].max()
+
+
+def test_decimate_keeps_the_shape_of_a_smooth_curve():
+    df = sweep("gaussian", n=200_000, params={"alpha": 4.0})
+    small = decimate(df, max_points=2000)
+    assert len(small) <= 2000 + 3
+    dense = np.interp(df["x"], small["x"], small["custom_grad"])
+    assert np.max(np.abs(dense - df["custom_grad"])) < 0.01 * df["custom_grad"].max()
+
+
+def test_decimate_leaves_small_sweeps_alone():
+    df = sweep("atan", n=101)
+    assert decimate(df, max_points=5000) is df
+    with pytest.raises(ValueError, match="max_points must be a whole number >= 100"):
+        decimate(df, max_points=10)
+
+
+def test_package_exports_the_computation_functions():
+    import explorer
+
+    df = explorer.sweep("atan", n=11)
+    assert list(df.columns) == ["x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point"]
+    assert explorer.special_points(df)["x"].tolist() == [0.0]
+    assert explorer.metrics(df)["peak"].iloc[0] == pytest.approx(1.0)  # alpha / 2 at the threshold
