@@ -1,0 +1,355 @@
+"""Editor page: write a forward and a custom gradient as expressions, plot them, check them, export them.
+
+The editor's contents live in the URL (``u_name``, ``u_fwd``, ``u_grad``, ``u_params`` as
+``"k:25:1:100;a:2:1:5"`` = name:default:low:high, ``u_points`` as ``"0, -1/k"``), read once per
+session and written back whenever a new op compiles. A rejected expression shows the parser's
+message and leaves the last good op on screen; a bad URL value shows a notice, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import streamlit as st
+
+import ops
+from explorer import export, expr, figures, verify
+from explorer.points import special_points
+from explorer.sweep import sweep
+
+MAX_PARAMS = expr.MAX_PARAMS
+MAX_CACHED = 16
+GOOD_KEY = "editor.good"  # the last source that compiled: what the page shows
+ERROR_KEY = "editor.error"  # the parser's message for the last submitted source, if it was rejected
+NOTICES_KEY = "editor.notices"
+URL_KEYS = ("u_name", "u_fwd", "u_grad", "u_params", "u_points")
+LEVEL_ICONS = {"pass": "✅", "warn": "⚠️", "fail": "❌"}
+POINT_COLUMNS = [
+    "x",
+    "kind",
+    "status",
+    "note",
+    "forward_left",
+    "forward_at",
+    "forward_right",
+    "true_grad",
+    "custom_grad",
+]
+
+
+@dataclass(frozen=True)
+class EditorSource:
+    """Everything the user typed; hashable, so it keys the caches. ``params``: (name, default, low, high)."""
+
+    name: str = "my_spike"
+    forward: str = "where(x > 0, 1, 0)"
+    gradient: str = "1 / (k * abs(x) + 1) ** 2"
+    params: tuple[tuple[str, float, float, float], ...] = (("k", 25.0, 1.0, 100.0),)
+    points: str = "0"
+
+
+DEFAULT = EditorSource()
+
+
+# -- text forms (URL values) ------------------------------------------------------------------------
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+def params_to_text(params: tuple[tuple[str, float, float, float], ...]) -> str:
+    return ";".join(f"{name}:{_fmt(d)}:{_fmt(lo)}:{_fmt(hi)}" for name, d, lo, hi in params)
+
+
+def params_from_text(text: str) -> tuple[tuple[str, float, float, float], ...]:
+    """``"k:25:1:100;a:2:1:5"`` -> (("k", 25, 1, 100), ("a", 2, 1, 5)); ValueError says what is wrong."""
+    params = []
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        fields = item.split(":")
+        if len(fields) != 4:
+            raise ValueError(f"{item!r} is not name:default:low:high")
+        name, *numbers = (field.strip() for field in fields)
+        try:
+            default, low, high = (float(number) for number in numbers)
+        except ValueError:
+            raise ValueError(f"{item!r}: default, low and high must be numbers") from None
+        if not all(math.isfinite(v) for v in (default, low, high)):
+            raise ValueError(f"{item!r}: default, low and high must be finite")
+        params.append((name, default, low, high))
+    if len(params) > MAX_PARAMS:
+        raise ValueError(f"{len(params)} parameters given; at most {MAX_PARAMS} are allowed")
+    return tuple(params)
+
+
+def points_from_text(text: str) -> list[float | str | tuple[float | str, str]]:
+    """``"0, -1/k, 1:kink"``: numbers or expressions of the parameters, each optionally ``:kind``."""
+    points: list[float | str | tuple[float | str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        value_text, _, kind = item.partition(":")
+        value_text, kind = value_text.strip(), kind.strip()
+        try:
+            value: float | str = float(value_text)
+        except ValueError:
+            value = value_text
+        points.append((value, kind) if kind else value)
+    return points
+
+
+def to_query(source: EditorSource) -> dict[str, str]:
+    return {
+        "u_name": source.name,
+        "u_fwd": source.forward,
+        "u_grad": source.gradient,
+        "u_params": params_to_text(source.params),
+        "u_points": source.points,
+    }
+
+
+def from_query(query) -> tuple[EditorSource | None, list[str]]:
+    """The editor source in the URL (None if it has no u_* key) and notices about ignored values."""
+    if not any(key in query for key in URL_KEYS):
+        return None, []
+    notices: list[str] = []
+    values = {}
+    for key, field in (("u_name", "name"), ("u_fwd", "forward"), ("u_grad", "gradient"), ("u_points", "points")):
+        if key in query:
+            text = str(query[key])
+            if len(text) > expr.MAX_LENGTH:
+                notices.append(f"URL value {key} is longer than {expr.MAX_LENGTH} characters and was ignored.")
+                continue
+            values[field] = text
+    if "u_params" in query:
+        try:
+            values["params"] = params_from_text(str(query["u_params"]))
+        except ValueError as error:
+            notices.append(f"URL value u_params was ignored ({error}); the example's parameters are used.")
+    source = EditorSource(**{**DEFAULT.__dict__, **values})
+    return source, notices
+
+
+# -- cached computation (keyed on the source text) ----------------------------------------------------
+def _points_argument(source: EditorSource):
+    return points_from_text(source.points)
+
+
+@st.cache_resource(max_entries=MAX_CACHED, show_spinner=False)
+def compiled_op(source: EditorSource) -> ops.OpSpec:
+    """The compiled user op; raises expr.ExpressionError (not cached) for a rejected source."""
+    params = {name: (default, low, high) for name, default, low, high in source.params}
+    if len(params) != len(source.params):
+        raise expr.ExpressionError("two parameters have the same name", expression="params")
+    return expr.compile_op(source.name, source.forward, source.gradient, params=params, points=_points_argument(source))
+
+
+@st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
+def cached_view(source: EditorSource, values: tuple[tuple[str, float], ...]):
+    spec = compiled_op(source)
+    df = sweep(spec, params=dict(values))
+    points = special_points(df, spec)
+    return df, points, figures.main_figure(df, points, title=spec.title)
+
+
+@st.cache_data(max_entries=MAX_CACHED, show_spinner="Running the gradient checker...")
+def cached_checks(source: EditorSource, values: tuple[tuple[str, float], ...]) -> list[verify.Check]:
+    return verify.check(compiled_op(source), **dict(values))
+
+
+@st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
+def cached_exports(source: EditorSource, values: tuple[tuple[str, float], ...]) -> dict[str, str]:
+    return export.files(compiled_op(source), **dict(values))
+
+
+# -- widgets ------------------------------------------------------------------------------------------
+def _seed_widgets(source: EditorSource) -> None:
+    """Put ``source`` into the form's widget keys."""
+    st.session_state["editor.name"] = source.name
+    st.session_state["editor.forward"] = source.forward
+    st.session_state["editor.gradient"] = source.gradient
+    st.session_state["editor.points"] = source.points
+    for row in range(MAX_PARAMS):
+        name, default, low, high = source.params[row] if row < len(source.params) else ("", 1.0, 0.0, 2.0)
+        st.session_state[f"editor.p{row}.name"] = name
+        st.session_state[f"editor.p{row}.default"] = float(default)
+        st.session_state[f"editor.p{row}.low"] = float(low)
+        st.session_state[f"editor.p{row}.high"] = float(high)
+
+
+def _source_from_widgets() -> EditorSource:
+    params = []
+    for row in range(MAX_PARAMS):
+        name = st.session_state[f"editor.p{row}.name"].strip()
+        if name:
+            params.append(
+                (
+                    name,
+                    float(st.session_state[f"editor.p{row}.default"]),
+                    float(st.session_state[f"editor.p{row}.low"]),
+                    float(st.session_state[f"editor.p{row}.high"]),
+                )
+            )
+    return EditorSource(
+        name=st.session_state["editor.name"].strip(),
+        forward=st.session_state["editor.forward"],
+        gradient=st.session_state["editor.gradient"],
+        params=tuple(params),
+        points=st.session_state["editor.points"],
+    )
+
+
+def _try_compile(source: EditorSource) -> bool:
+    """Compile ``source``; on success it becomes the good source, else its error is kept for display."""
+    try:
+        compiled_op(source)
+    except expr.ExpressionError as error:
+        st.session_state[ERROR_KEY] = str(error)
+        return False
+    st.session_state[GOOD_KEY] = source
+    st.session_state[ERROR_KEY] = None
+    return True
+
+
+def _on_plot() -> None:
+    _try_compile(_source_from_widgets())
+
+
+def _initialise() -> None:
+    """Once per session: the source from the URL (or the example), compiled if possible."""
+    if GOOD_KEY in st.session_state:
+        return
+    source, notices = from_query(st.query_params.to_dict())
+    st.session_state[NOTICES_KEY] = notices
+    st.session_state[GOOD_KEY] = DEFAULT
+    st.session_state[ERROR_KEY] = None
+    if source is None:
+        source = DEFAULT
+    _seed_widgets(source)
+    if not _try_compile(source):
+        st.session_state[NOTICES_KEY].append(
+            "The op in the URL did not compile (see the message below); the example is shown."
+        )
+
+
+def _help() -> None:
+    functions = ", ".join(f"`{name}`" for name in expr.FUNCTIONS)
+    st.markdown(
+        "Write the **forward** and the **custom gradient g(x)** (the backward is `dy * g(x)`) as expressions in "
+        "`x` and up to three parameters. Allowed: numbers, `x`, your parameter names, `pi`, `e`, "
+        "`+ - * / **`, comparisons `< <= > >= == !=` (a comparison used as a number is 0 or 1; chains such as "
+        f"`0 <= x <= 1` work), and the functions {functions}. `where(c, a, b)` picks `a` where `c` holds. "
+        "`sign(0) = 0` and `round` rounds half to even, as in TensorFlow. Exponents must not depend on x. "
+        "Nothing you type is ever run as Python: text is parsed and checked against this allowlist, then "
+        "built from TensorFlow ops. Special points: numbers or expressions of the parameters, comma-separated, "
+        "each optionally `:kind` (jump, kink, boundary, singular), e.g. `0, -1/k, 1:kink`."
+    )
+
+
+def _form() -> None:
+    with st.form("editor.form"):
+        st.text_input("Op name", key="editor.name", help="letters, digits and _, starting with a letter")
+        col_forward, col_gradient = st.columns(2)
+        col_forward.text_area("Forward f(x)", key="editor.forward", height=80)
+        col_gradient.text_area("Custom gradient g(x) (backward = dy * g(x))", key="editor.gradient", height=80)
+        st.caption("Parameters (leave a name empty to drop that row)")
+        for row in range(MAX_PARAMS):
+            cols = st.columns(4)
+            cols[0].text_input(
+                "name", key=f"editor.p{row}.name", label_visibility="visible" if row == 0 else "collapsed"
+            )
+            for col, field in zip(cols[1:], ("default", "low", "high"), strict=True):
+                col.number_input(
+                    field,
+                    key=f"editor.p{row}.{field}",
+                    format="%g",
+                    label_visibility="visible" if row == 0 else "collapsed",
+                )
+        st.text_input("Declared special points", key="editor.points", help="e.g. 0, -1/k, 1:kink")
+        st.form_submit_button("Plot", type="primary", on_click=_on_plot)
+
+
+def _sliders(spec: ops.OpSpec, source: EditorSource) -> dict[str, float]:
+    values = {}
+    if not spec.params:
+        return values
+    cols = st.columns(len(spec.params))
+    for col, param in zip(cols, spec.params, strict=True):
+        key = f"editor.slider.{hash(source)}.{param.name}"
+        values[param.name] = col.slider(
+            param.name, float(param.low), float(param.high), float(param.default), key=key, format="%g"
+        )
+    return values
+
+
+def _checklist(checks: list[verify.Check]) -> None:
+    for result in checks:
+        text = f"**{result.name}**: {result.message}"
+        if result.level == "pass":
+            st.success(text, icon=LEVEL_ICONS["pass"])
+        elif result.level == "warn":
+            st.warning(text, icon=LEVEL_ICONS["warn"])
+        else:
+            st.error(text, icon=LEVEL_ICONS["fail"])
+
+
+def page() -> None:
+    st.title("Editor: write your own custom gradient")
+    _initialise()
+    for notice in st.session_state.get(NOTICES_KEY, []):
+        st.warning(notice, icon="⚠️")
+    with st.expander("The expression language", expanded=False):
+        _help()
+    _form()
+
+    error = st.session_state.get(ERROR_KEY)
+    if error:
+        st.error(f"Not compiled: {error}. The last op that compiled is still shown below.", icon="❌")
+
+    source: EditorSource = st.session_state[GOOD_KEY]
+    spec = compiled_op(source)
+    st.subheader(f"{spec.title}")
+    col_forward, col_gradient = st.columns(2)
+    with col_forward:
+        st.caption("forward")
+        st.latex(spec.forward_tex)
+    with col_gradient:
+        st.caption("custom gradient g(x)")
+        st.latex(spec.grad_tex)
+
+    values = _sliders(spec, source)
+    key = tuple(sorted(values.items()))
+    try:
+        _, points, figure = cached_view(source, key)
+    except ValueError as problem:  # e.g. a parameter value outside a declared range
+        st.error(f"Cannot sweep this op: {problem}")
+        points = figure = None
+    if figure is not None:
+        st.plotly_chart(figure, key="editor.figure", config={"displaylogo": False})
+        st.subheader("Special points")
+        if points.empty:
+            st.caption("No special points declared or detected in [-3, 3].")
+        else:
+            st.dataframe(points[[c for c in POINT_COLUMNS if c in points.columns]], hide_index=True)
+
+    st.subheader("Gradient checker")
+    _checklist(cached_checks(source, key))
+
+    st.subheader("Export")
+    files = cached_exports(source, key)
+    (module_file, module_text), (test_file, test_text) = files.items()
+    col_module, col_test = st.columns(2)
+    col_module.download_button(
+        f"Module ({module_file})", data=module_text, file_name=module_file, mime="text/x-python", on_click="ignore"
+    )
+    col_test.download_button(
+        f"Tests ({test_file})", data=test_text, file_name=test_file, mime="text/x-python", on_click="ignore"
+    )
+    with st.expander("Show the module"):
+        st.code(module_text, language="python")
+
+    query = to_query(source)
+    if any(st.query_params.get(k) != v for k, v in query.items()):
+        for k, v in query.items():
+            st.query_params[k] = v

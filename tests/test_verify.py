@@ -1,0 +1,228 @@
+"""The gradient checker and ``python -m explorer verify``.
+
+Broken ops are built by hand (a gradient of the wrong shape or dtype, None, NaN, a forward that is
+not graph-safe) and every check must report them as a failed Check with a clear message, never raise.
+"""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ops
+from explorer import expr, verify
+
+CHECK_NAMES = list(verify.CHECKS)
+
+
+def hand_op(key, *, forward=None, surrogate=None, backward=None, params=(), points=None):
+    """A user OpSpec built by hand (builtin=False), spike-like by default: forward [x > 0]."""
+    return ops.OpSpec(
+        key=key,
+        title=key,
+        family="override",
+        params=params,
+        forward_fn=forward or (lambda x, p: tf.cast(x > 0, x.dtype)),
+        surrogate=surrogate,
+        backward=backward,
+        forward_tex="",
+        grad_tex="",
+        why="",
+        reference="",
+        declared_points=points or (lambda p, dtype: [ops.Point(0.0, "jump", "H(0) = 0")]),
+        builtin=False,
+    )
+
+
+def by_name(results):
+    return {result.name: result for result in results}
+
+
+# -- the Check record ----------------------------------------------------------------------------------
+def test_check_is_a_frozen_dataclass_with_a_level():
+    result = verify.Check("finite", True, "ok", "warn")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.passed = False
+    assert verify.Check("finite", False, "bad", "fail").passed is False
+
+
+@pytest.mark.parametrize("passed,level", [(True, "fail"), (False, "pass"), (True, "maybe")])
+def test_check_rejects_a_level_that_contradicts_passed(passed, level):
+    with pytest.raises(ValueError, match="level"):
+        verify.Check("finite", passed, "message", level)
+
+
+# -- every built-in op passes -------------------------------------------------------------------------------
+@pytest.mark.parametrize("key", ops.names())
+def test_builtin_op_passes_every_check(key):
+    results = verify.check(key)
+    assert [r.name for r in results] == CHECK_NAMES
+    failed = [f"{r.name}: {r.message}" for r in results if not r.passed]
+    assert not failed, failed
+
+
+def test_builtin_op_given_as_spec_and_with_parameters():
+    results = by_name(verify.check(ops.get("ste_sign"), clip_value=0.5))
+    assert all(r.passed for r in results.values())
+    # ste_sign's custom gradient (1 inside |x| <= 0.5) differs from autodiff of sign (0): intentional
+    assert results["vs_autodiff"].message.startswith("intentional")
+    assert ops.get("ste_sign").why[:40] in results["vs_autodiff"].message
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(KeyError, match="no_such_op"):
+        verify.check("no_such_op")
+    with pytest.raises(ValueError, match="alpha"):
+        verify.check("atan", alpha=-5.0)
+
+
+# -- broken ops are reported, never raised -------------------------------------------------------------------
+def test_log_gradient_is_nan_for_negative_x_and_says_where():
+    op = expr.compile_op("log_grad", "where(x > 0, 1, 0)", "log(x)", points=[0.0])
+    results = by_name(verify.check(op))
+    finite = results["finite"]
+    assert finite.level == "fail" and not finite.passed
+    # log(x) is NaN for x < 0 (1000 grid points from -3 up to -0.003) and -inf at 0
+    assert "not finite at 1001 of 2001 points" in finite.message
+    assert "NaN at x in [-3, -0.003] (1000 points); -inf at x = 0" in finite.message
+
+
+def test_gradient_of_the_wrong_shape_is_caught():
+    op = hand_op("reduced", backward=lambda x, dy, p: tf.reduce_sum(dy * x))
+    results = by_name(verify.check(op))
+    assert results["shape_dtype"].level == "fail"
+    assert "gradient has shape ()" in results["shape_dtype"].message
+    assert "x's shape and dtype" in results["shape_dtype"].message
+    assert results["finite"].level == "fail" and "shape" in results["finite"].message
+
+
+def test_gradient_of_the_wrong_dtype_is_caught():
+    """A surrogate in float64 breaks dy * g(x) for float32 inputs; a backward in float64 returns float64."""
+    surrogate_op = hand_op("float64_surrogate", surrogate=lambda x, p: tf.cast(tf.ones_like(x), tf.float64))
+    results = by_name(verify.check(surrogate_op))
+    message = results["shape_dtype"].message
+    assert results["shape_dtype"].level == "fail"
+    assert "float16 scalar: computing output and gradient raised InvalidArgumentError" in message
+    assert "double tensor" in message
+
+    backward_op = hand_op("float64_backward", backward=lambda x, dy, p: tf.cast(dy, tf.float64))
+    message = by_name(verify.check(backward_op))["shape_dtype"].message
+    assert "float32 scalar: gradient dtype is float64" in message
+
+
+def test_none_gradient_is_caught():
+    op = hand_op("no_grad", backward=lambda x, dy, p: None)
+    results = by_name(verify.check(op))
+    assert results["finite"].level == "fail"
+    assert "custom gradient is None" in results["finite"].message
+    assert results["shape_dtype"].level == "fail"
+
+
+def test_forward_that_is_not_graph_safe_fails_the_graph_check():
+    """Reading a tensor's value with .numpy() works eagerly and fails inside tf.function."""
+    op = hand_op(
+        "numpy_forward",
+        forward=lambda x, p: x * float(p["k"].numpy()),
+        surrogate=lambda x, p: tf.ones_like(x) * p["k"],
+        params=(ops.Param("k", 1.0, 0.5, 2.0),),
+        points=lambda p, dtype: [],
+    )
+    results = by_name(verify.check(op))
+    graph = results["graph"]
+    assert graph.level == "fail"
+    assert "tf.function raised AttributeError" in graph.message and "has no attribute 'numpy'" in graph.message
+    assert results["finite"].passed  # eager is fine
+
+
+def test_undeclared_jump_fails_the_special_points_check():
+    op = expr.compile_op("undeclared", "where(x > 0.5, 1, 0)", "1", points=[])
+    check = by_name(verify.check(op))["special_points"]
+    assert check.level == "fail"
+    assert "undeclared" in check.message and "x = 0.5" in check.message
+
+
+def test_declared_point_that_is_not_there_is_a_warning():
+    op = expr.compile_op("extra_point", "where(x > 0, 1, 0)", "1 / (abs(x) + 1) ** 2", points=[0.0, 1.25])
+    check = by_name(verify.check(op))["special_points"]
+    assert check.level == "warn" and check.passed
+    assert "not detected" in check.message and "x = 1.25" in check.message
+
+
+def test_user_surrogate_that_differs_from_autodiff_is_a_warning():
+    op = expr.compile_op(
+        "my_spike", "where(x > 0, 1, 0)", "1 / (k * abs(x) + 1) ** 2", params={"k": (25.0, 1.0, 100.0)}, points=[0.0]
+    )
+    results = by_name(verify.check(op))
+    check = results["vs_autodiff"]
+    assert check.level == "warn" and check.passed
+    # at x = 0 the surrogate is 1 / (0 + 1)^2 = 1 and autodiff of the step gives nothing (0)
+    assert "differs from autodiff by up to 1 at x = 0" in check.message
+    assert "Intentional?" in check.message
+    assert all(r.level != "fail" for r in results.values())
+
+
+def test_user_op_whose_gradient_is_the_true_one_passes():
+    op = expr.compile_op("square", "x ** 2", "2 * x")
+    check = by_name(verify.check(op))["vs_autodiff"]
+    assert check.level == "pass"
+    assert "equals autodiff" in check.message
+
+
+def test_zero_gradient_trains_nothing_and_warns():
+    op = expr.compile_op("dead", "x", "0")
+    check = by_name(verify.check(op))["keras_fit"]
+    assert check.level == "warn"
+    assert "did not move" in check.message
+
+
+def test_where_summarises_runs():
+    x = np.linspace(-1.0, 1.0, 5)
+    assert verify._where(x, np.array([True, True, False, False, True])) == "x in [-1, -0.5] (2 points), x = 1"
+    assert verify._where(x, np.zeros(5, bool)) == "nowhere"
+
+
+# -- the command line ----------------------------------------------------------------------------------------
+def test_cli_table_for_one_op(capsys):
+    assert verify.main(["--op", "atan"]) == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["op", "check", "result", "message"]
+    assert [line.split()[1] for line in lines[1:7]] == CHECK_NAMES
+    assert all(line.split()[2] == "pass" for line in lines[1:7])
+    assert lines[-1].startswith("1 op(s), 6 checks: 6 pass, 0 warn, 0 fail")
+
+
+def test_cli_json(capsys):
+    assert verify.main(["--op", "relu_at_zero", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["check"] for row in rows] == CHECK_NAMES
+    assert {row["op"] for row in rows} == {"relu_at_zero"}
+    assert all(row["level"] == "pass" and row["passed"] is True for row in rows)
+
+
+def test_cli_exits_1_when_a_check_fails(monkeypatch, capsys):
+    def failing(op, /, **params):
+        return [verify.Check("finite", False, "the custom gradient is NaN at x = 0", "fail")]
+
+    monkeypatch.setattr(verify, "check", failing)
+    assert verify.main(["--op", "atan"]) == 1
+    assert "fail" in capsys.readouterr().out
+
+
+def test_cli_rejects_an_unknown_op(capsys):
+    assert verify.main(["--op", "nope"]) == 2
+    assert "valid ops" in capsys.readouterr().err
+
+
+def test_cli_record(tmp_path, capsys):
+    assert verify.main(["--op", "scale_gradient", "--record", "--record-dir", str(tmp_path)]) == 0
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert len(written) == 2 and written[0].endswith(".json") and written[1].endswith(".md")
+    record = json.loads((tmp_path / written[0]).read_text())
+    assert record["environment"]["tensorflow"] == tf.__version__
+    for package in ("python", "keras", "streamlit", "platform"):
+        assert record["environment"][package]
+    assert [c["check"] for c in record["checks"]] == CHECK_NAMES
+    assert record["all_passed"] is True
