@@ -1,0 +1,352 @@
+"""Train page: one tiny Keras model per run, same data, same initial weights, same batches.
+
+Training runs inside an ``st.fragment`` that re-executes every half second while a session is
+training: each tick trains every run for a short chunk of epochs and redraws the live loss
+chart, so the rest of the page stays usable. The training session lives in this user's
+``st.session_state`` only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+import ops
+from explorer import state as url_state
+from explorer import tasks, train
+from explorer.train_figures import loss_figure, prediction_figure, run_colour
+from explorer.ui import editor
+
+SESSION_KEY = "train.session"
+CONFIG_KEY = "train.config"
+RUNNING_KEY = "train.running"
+TARGET_KEY = "train.target_epochs"
+ERROR_KEY = "train.error"
+TICK_SECONDS = 0.5
+TRAIN_SECONDS_PER_TICK = 0.3
+MAX_RUNS = 6
+STATUS_BADGES = {
+    "ok": ":green-badge[ok]",
+    "diverged": ":red-badge[diverged]",
+    "no_gradient": ":orange-badge[no gradient]",
+    "stopped": ":gray-badge[stopped]",
+    "training": ":blue-badge[training]",
+}
+STATUS_HELP = {
+    "no_gradient": "the first layer received an all-zero gradient: nothing before the op can learn",
+    "diverged": "the loss became NaN, inf or exploded; training of this run stopped",
+}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training session; a change means a new session."""
+
+    task: str
+    n: int
+    noise: float
+    width: int
+    depth: int
+    optimizer: str
+    learning_rate: float
+    batch_size: int | None
+    seed: int
+    runs: tuple[train.Run, ...]
+
+
+def _user_op() -> ops.OpSpec | None:
+    source = st.session_state.get(editor.GOOD_KEY)
+    if source is None:
+        return None
+    try:
+        return editor.compiled_op(source)
+    except ValueError:
+        return None
+
+
+def _default_runs() -> pd.DataFrame:
+    explore_state = st.session_state.get("explore.state")
+    op = explore_state.op if explore_state is not None else url_state.DEFAULT_OP
+    return pd.DataFrame({"op": [op, op], "mode": ["custom", "true"], "params": ["", ""]})
+
+
+def _parse_params(spec: ops.OpSpec, text: str) -> dict[str, float]:
+    """``"alpha=2, threshold=0.5"`` -> dict; ValueError names the bad item."""
+    params: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"'{item.strip()}' should look like name=value (parameters of {spec.key}: {', '.join(spec.param_names) or 'none'})")
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"'{item.strip()}': {value.strip()!r} is not a number") from None
+    return params
+
+
+def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[list[train.Run], list[str]]:
+    runs, problems = [], []
+    for number, row in enumerate(table.itertuples(index=False), start=1):
+        key = row.op
+        if not isinstance(key, str) or not key:
+            problems.append(f"Run {number}: pick an op.")
+            continue
+        try:
+            spec = user_op if user_op is not None and key == user_op.key else ops.get(key)
+            mode = row.mode if isinstance(row.mode, str) and row.mode else "custom"
+            runs.append(train.Run(spec, _parse_params(spec, row.params if isinstance(row.params, str) else ""), mode))
+        except (KeyError, ValueError) as error:
+            problems.append(f"Run {number}: {error.args[0] if error.args else error}")
+    if len(runs) > MAX_RUNS:
+        problems.append(f"At most {MAX_RUNS} runs are compared at once; the first {MAX_RUNS} are used.")
+        runs = runs[:MAX_RUNS]
+    return runs, problems
+
+
+def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str], int]:
+    with st.sidebar:
+        st.header("Data")
+        task = st.selectbox("Task", tasks.names(), format_func=lambda name: tasks.get(name).title, key="train.task")
+        st.caption(tasks.get(task).description)
+        n = st.number_input("Points", min_value=16, max_value=10_000, value=512, step=64, key="train.n")
+        noise = st.slider("Noise", 0.0, 1.0, 0.1, 0.01, key="train.noise")
+        st.header("Model")
+        width = st.slider("Hidden width", 1, train.MAX_WIDTH, 16, key="train.width")
+        depth = st.slider("Hidden layers", 1, train.MAX_DEPTH, 1, key="train.depth")
+        st.header("Optimiser")
+        optimizer = st.selectbox("Optimiser", ["adam", "sgd"], format_func=lambda name: {"adam": "Adam", "sgd": "SGD"}[name], key="train.optimizer")
+        learning_rate = st.number_input(
+            "Learning rate", min_value=1e-6, max_value=train.MAX_LEARNING_RATE, value=0.03, format="%g", key="train.lr"
+        )
+        full_batch = st.toggle("Full batch", value=True, key="train.full_batch")
+        batch_size = None if full_batch else st.number_input("Batch size", 1, 10_000, 64, key="train.batch_size")
+        epochs = st.number_input("Epochs", min_value=1, max_value=train.MAX_EPOCHS, value=300, step=50, key="train.epochs")
+        seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, key="train.seed")
+
+    st.subheader("Runs to compare")
+    st.caption(
+        "Each run is an op, its parameters and a gradient mode. **custom** trains through the op's custom gradient; "
+        "**true** trains through autodiff of the plain forward, so a step or sign passes no gradient and nothing before "
+        "it can learn. Every model is `Input → [Dense → op] × depth → Dense`: a trainable layer must sit *before* the "
+        "op, because a custom gradient changes nothing when nothing upstream of it trains."
+    )
+    options = ops.names() + ([user_op.key] if user_op is not None else [])
+    if "train.runs_table" not in st.session_state:
+        st.session_state["train.runs_seed"] = _default_runs()
+    table = st.data_editor(
+        st.session_state["train.runs_seed"],
+        key="train.runs_table",
+        num_rows="dynamic",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "op": st.column_config.SelectboxColumn("op", options=options, required=True, help="built-in ops, and your editor op"),
+            "mode": st.column_config.SelectboxColumn("gradient", options=list(ops.GRADIENT_MODES), required=True, default="custom"),
+            "params": st.column_config.TextColumn("parameters", help="e.g. alpha=4, threshold=0.5; empty for defaults"),
+        },
+    )
+    runs, problems = _runs_from_table(table, user_op)
+    if not runs:
+        problems.append("Add at least one run.")
+        return None, problems, int(epochs)
+    config = TrainConfig(
+        task=task,
+        n=int(n),
+        noise=float(noise),
+        width=int(width),
+        depth=int(depth),
+        optimizer=optimizer,
+        learning_rate=float(learning_rate),
+        batch_size=None if batch_size is None else int(batch_size),
+        seed=int(seed),
+        runs=tuple(runs),
+    )
+    return config, problems, int(epochs)
+
+
+def _new_session(config: TrainConfig) -> train.Session:
+    dataset = tasks.make(config.task, n=config.n, noise=config.noise, seed=config.seed)
+    return train.Session(
+        dataset,
+        list(config.runs),
+        width=config.width,
+        depth=config.depth,
+        optimizer=config.optimizer,
+        learning_rate=config.learning_rate,
+        batch_size=config.batch_size,
+        seed=config.seed,
+    )
+
+
+def _ensure_session(config: TrainConfig) -> train.Session | None:
+    if st.session_state.get(CONFIG_KEY) != config or st.session_state.get(SESSION_KEY) is None:
+        try:
+            st.session_state[SESSION_KEY] = _new_session(config)
+        except ValueError as error:
+            st.session_state[ERROR_KEY] = str(error)
+            return None
+        st.session_state[CONFIG_KEY] = config
+        st.session_state[ERROR_KEY] = None
+    return st.session_state[SESSION_KEY]
+
+
+def _on_start(config: TrainConfig | None, epochs: int) -> None:
+    if config is None:
+        return
+    st.session_state[SESSION_KEY] = None  # Start always begins from the initial weights
+    session = _ensure_session(config)
+    if session is not None:
+        st.session_state[TARGET_KEY] = epochs
+        st.session_state[RUNNING_KEY] = True
+
+
+def _on_stop() -> None:
+    st.session_state[RUNNING_KEY] = False
+
+
+def _on_step(config: TrainConfig | None) -> None:
+    if config is None:
+        return
+    st.session_state[RUNNING_KEY] = False
+    session = _ensure_session(config)
+    if session is not None and not session.finished:
+        try:
+            session.step(1)
+        except ValueError as error:
+            st.session_state[ERROR_KEY] = str(error)
+
+
+def _on_reset() -> None:
+    st.session_state[RUNNING_KEY] = False
+    st.session_state[SESSION_KEY] = None
+    st.session_state[CONFIG_KEY] = None
+    st.session_state[ERROR_KEY] = None
+
+
+def _train_tick(session: train.Session) -> None:
+    """Train every run for about TRAIN_SECONDS_PER_TICK; stop at the target epoch."""
+    target = min(st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS), train.MAX_EPOCHS)
+    remaining = target - session.epoch
+    if remaining <= 0 or session.finished:
+        st.session_state[RUNNING_KEY] = False
+        return
+    seconds_per_epoch = st.session_state.get("train.seconds_per_epoch")
+    epochs = 1 if seconds_per_epoch is None else max(1, int(TRAIN_SECONDS_PER_TICK / max(seconds_per_epoch, 1e-6)))
+    epochs = min(epochs, remaining)
+    start = time.perf_counter()
+    session.step(epochs)
+    st.session_state["train.seconds_per_epoch"] = (time.perf_counter() - start) / epochs
+    if session.epoch >= target or session.finished:
+        st.session_state[RUNNING_KEY] = False
+
+
+def _results_table(results: list[train.RunResult]) -> pd.DataFrame:
+    rows = []
+    for result in results:
+        history = result.history
+        last = history.iloc[-1] if len(history) else None
+        rows.append(
+            {
+                "run": result.run.label,
+                "status": result.status,
+                "final loss": float(last["loss"]) if last is not None else math.nan,
+                "accuracy": float(last["accuracy"]) if last is not None and "accuracy" in history else math.nan,
+                "epochs": int(len(history)),
+                "seconds": result.seconds,
+                "steps/s": result.steps_per_second,
+                "diverged at epoch": result.diverged_epoch,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _live_view(session: train.Session) -> None:
+    running = st.session_state.get(RUNNING_KEY, False)
+    if running:
+        _train_tick(session)
+    results = session.results()
+    target = max(1, st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS))
+    st.progress(min(1.0, session.epoch / target), text=f"epoch {session.epoch} of {target}")
+    badges = []
+    for index, result in enumerate(results):
+        status = "training" if st.session_state.get(RUNNING_KEY) and result.status == "ok" else result.status
+        colour = run_colour(index)
+        badges.append(f"<span style='color:{colour}'>■</span> {result.run.label} {STATUS_BADGES.get(status, status)}")
+    st.markdown(" &nbsp; ".join(badges), unsafe_allow_html=True)
+    log_y = st.session_state.get("train.log_y", False)
+    st.plotly_chart(
+        loss_figure([r.history for r in results], [r.run.label for r in results], log_y=log_y),
+        key="train.loss_chart",
+    )
+    if running and not st.session_state.get(RUNNING_KEY):
+        st.rerun(scope="app")  # finished: redraw the whole page with the results
+
+
+def page() -> None:
+    st.title("Train: what a gradient choice does to learning")
+    st.caption(
+        "Every run starts from the same initial weights and sees the same batches in the same order, "
+        "so differences come from the gradient alone."
+    )
+    user_op = _user_op()
+    config, problems, epochs = _controls(user_op)
+    for problem in problems:
+        st.warning(problem, icon="⚠️")
+
+    running = st.session_state.get(RUNNING_KEY, False)
+    col_start, col_stop, col_step, col_reset, col_log = st.columns([1, 1, 1, 1, 2])
+    col_start.button("Start", type="primary", on_click=_on_start, args=(config, epochs), disabled=config is None or running, width="stretch")
+    col_stop.button("Stop", on_click=_on_stop, disabled=not running, width="stretch")
+    col_step.button("Step", on_click=_on_step, args=(config,), disabled=config is None or running, width="stretch", help="train one epoch")
+    col_reset.button("Reset", on_click=_on_reset, width="stretch", help="discard the trained models")
+    col_log.toggle("Log-scale loss", key="train.log_y")
+
+    if st.session_state.get(ERROR_KEY):
+        st.error(f"Cannot train: {st.session_state[ERROR_KEY]}")
+    session: train.Session | None = st.session_state.get(SESSION_KEY)
+    if session is None:
+        st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
+        return
+    if config is not None and st.session_state.get(CONFIG_KEY) != config and not running:
+        st.info("The settings changed since this session was trained: **Start** trains with the new settings.")
+
+    live = st.fragment(run_every=TICK_SECONDS if running else None)(_live_view)
+    live(session)
+    if st.session_state.get(RUNNING_KEY):
+        return
+
+    results = session.results()
+    if not results or session.epoch == 0:
+        return
+    st.subheader("Results")
+    st.dataframe(
+        _results_table(results),
+        hide_index=True,
+        column_config={
+            "final loss": st.column_config.NumberColumn(format="%.4g"),
+            "accuracy": st.column_config.NumberColumn(format="%.3f"),
+            "seconds": st.column_config.NumberColumn(format="%.2f"),
+            "steps/s": st.column_config.NumberColumn(format="%.0f"),
+        },
+    )
+    for result in results:
+        if result.status in STATUS_HELP:
+            st.warning(f"**{result.run.label}**: {STATUS_HELP[result.status]}.", icon="⚠️")
+    dataset = session.dataset
+    st.subheader("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves")
+    predictions = [train.predict_grid(result.model, dataset, resolution=80) for result in results]
+    st.plotly_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
+    history = pd.concat([r.history.assign(run=r.run.label) for r in results], ignore_index=True)
+    st.download_button(
+        "History as CSV",
+        data=lambda: history.to_csv(index=False),
+        file_name=f"training_{dataset.name}.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
