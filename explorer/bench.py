@@ -1,0 +1,586 @@
+"""``python -m explorer bench [--json] [--quick] [--only KEYS] [--profile]``: speed against the targets.
+
+Every figure is the median of several warm repetitions; every ratio is measured inside the same
+run, with its two sides interleaved repetition by repetition, so machine noise cancels (most of it:
+on a shared 2-core machine the absolute figures still move by tens of per cent between runs).
+
+How each target figure is measured (the docstring of each ``measure_*`` function says more):
+
+* ``sweep_2k_ms``: :func:`explorer.sweep.sweep` of 2,001 points (grid, forward, true and custom
+  gradient, DataFrame), warm; median over repetitions per op, then median over the built-in ops.
+* ``sweep_1m_vs_numpy``: warm 1,000,000-point ``fast_sigmoid`` sweep divided by the NumPy floor:
+  the float32 grid ``linspace(-3, 3, n)``, the forward ``[x > 0]`` and the surrogate
+  ``1 / (slope*|x| + 1)^2``. The grid is part of the floor because a sweep has to make it too.
+  The floor without the grid is reported as ``numpy_1m_formulas_ms``.
+* ``param_change_retraces``: for every built-in op with parameters, sweep once, then sweep with
+  10 other values of its first parameter; the added traces (:func:`explorer.sweep.trace_count`),
+  summed over the ops. The target is 0.
+* ``rerun_ms``: AppTest of ``app.py``; after the first run and two warm-up changes, set the first
+  parameter slider of the default op to a new (never cached) value and time ``at.run()``.
+* ``cold_start_vs_import``: two kinds of fresh subprocess with the same environment, interleaved:
+  one runs ``import tensorflow``, the other the first ``AppTest.from_file("app.py").run()``. Each
+  prints the wall-clock time when its work is done; the figure is (done - spawn) for each, so both
+  are measured from process start and neither includes interpreter teardown.
+* ``train_300_epochs_s``: :func:`explorer.train.compare` of one ``fast_sigmoid`` run, 300
+  full-batch epochs of the 512-point ``xor`` task, 2-16-1 network: data, build, XLA compile, train.
+* ``train_warm_300_epochs_s``: the same session reset (weights and optimiser) and trained again.
+* ``custom_vs_relu_steps``: one session with a ReLU run and a ``fast_sigmoid`` run (same network,
+  same data); warm steps/s of ReLU divided by warm steps/s of ``fast_sigmoid`` per repetition.
+* ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
+  ``st.plotly_chart`` sends) of :func:`explorer.figures.main_figure` for the 1,000,000-point sweep.
+
+Extras (not targets): per-op sweep times, the 1M sweep and NumPy times, special-point and figure
+build times for 2k and 1M points, the rerun with no widget change, ``keras_clear_session_ms`` (what
+Streamlit runs after every script run once keras is imported), first-run training time, steps/s,
+peak RSS of this process and of the cold-start app child, machine info. ``--profile`` runs each
+measurement under cProfile (warm-up included) and prints the top functions to stderr.
+
+Exit code 0 whether or not the targets are met; 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+APP_PATH = REPO_ROOT / "app.py"
+ONE_MILLION = 1_000_000
+SWEEP_POINTS = 2001
+RETRACE_VALUES = 10
+TRAIN_TASK = "xor"  # 512 points, 2 inputs: a 2-16-1 network
+TRAIN_OP = "fast_sigmoid"
+TRAIN_EPOCHS = 300
+TRAIN_WIDTH = 16
+SUBPROCESS_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Target:
+    """One benchmark figure and its target: ``value <= limit`` (or ``== limit`` for counts)."""
+
+    key: str
+    limit: float
+    unit: str
+    what: str
+    comparison: str = "<="
+
+    def met(self, value: float | None) -> bool | None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return value == self.limit if self.comparison == "==" else value <= self.limit
+
+    @property
+    def text(self) -> str:
+        return f"{self.comparison} {self.limit:,g}"
+
+
+TARGETS: dict[str, Target] = {
+    t.key: t
+    for t in (
+        Target("sweep_2k_ms", 20, "ms", "warm 2,001-point sweep (forward, true, custom grad), median over ops"),
+        Target("sweep_1m_vs_numpy", 1.5, "x", "warm 1M-point fast_sigmoid sweep / NumPy grid+forward+surrogate"),
+        Target("param_change_retraces", 0, "traces", "retraces when one parameter takes 10 values (all ops)", "=="),
+        Target("rerun_ms", 300, "ms", "warm AppTest rerun of the explore page after a slider change"),
+        Target("cold_start_vs_import", 1.5, "x", "first AppTest run from process start / import tensorflow"),
+        Target("train_300_epochs_s", 3, "s", "300 full-batch epochs, 512 points, 2-16-1, incl. build+compile"),
+        Target("train_warm_300_epochs_s", 0.5, "s", "the same 300 epochs once compiled"),
+        Target("custom_vs_relu_steps", 1.3, "x", "steps/s with ReLU / steps/s with fast_sigmoid"),
+        Target("figure_bytes_1m", ONE_MILLION, "bytes", "figure JSON sent for a 1M-point sweep"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """How many timed repetitions each measurement makes (after its warm-up)."""
+
+    sweep_2k: int = 7
+    sweep_1m: int = 7
+    rerun: int = 7
+    cold_start: int = 5  # each ~10 s; the ratio of two cold starts scatters most of all
+    train: int = 3
+    train_warm: int = 11
+    relu_ratio: int = 21  # one warm fit of 300 epochs is ~20 ms: single ratios scatter by 2x
+    figure: int = 3
+
+
+FULL = Repetitions()
+QUICK = Repetitions(sweep_2k=3, sweep_1m=3, rerun=3, cold_start=1, train=1, train_warm=5, relu_ratio=7, figure=1)
+
+
+def _median_time(function: Callable[[], Any], repetitions: int) -> float:
+    """Median wall time in seconds of ``repetitions`` calls (the caller warms up first)."""
+    times = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# -- sweeps --------------------------------------------------------------------------------------------
+def measure_sweep_2k(reps: Repetitions) -> dict[str, Any]:
+    """Per op: one warm-up sweep (traces on first use), then the median of ``reps.sweep_2k``."""
+    import ops
+    from explorer.sweep import sweep
+
+    per_op = {}
+    for key in ops.names():
+        sweep(key, n=SWEEP_POINTS)
+        per_op[key] = 1e3 * _median_time(lambda key=key: sweep(key, n=SWEEP_POINTS), reps.sweep_2k)
+    slowest = max(per_op, key=per_op.get)
+    return {
+        "sweep_2k_ms": statistics.median(per_op.values()),
+        "sweep_2k_max_ms": per_op[slowest],
+        "sweep_2k_slowest_op": slowest,
+        "sweep_2k_ms_by_op": {key: round(value, 3) for key, value in per_op.items()},
+    }
+
+
+def numpy_formulas(x: np.ndarray, slope: float) -> tuple[np.ndarray, np.ndarray]:
+    """``fast_sigmoid`` in float32 NumPy: forward ``[x > 0]`` and surrogate ``1 / (slope*|x| + 1)^2``."""
+    forward = (x > 0).astype(np.float32)
+    surrogate = np.float32(1.0) / np.square(np.float32(slope) * np.abs(x) + np.float32(1.0))
+    return forward, surrogate
+
+
+def numpy_floor(n: int, slope: float, lo: float = -3.0, hi: float = 3.0) -> tuple[np.ndarray, ...]:
+    """The closed-form floor of a ``fast_sigmoid`` sweep: the float32 grid plus :func:`numpy_formulas`."""
+    x = np.linspace(lo, hi, n, dtype=np.float32)
+    return (x, *numpy_formulas(x, slope))
+
+
+def measure_sweep_1m(reps: Repetitions) -> dict[str, Any]:
+    """TF sweep and NumPy floor interleaved, one repetition of each at a time; ratio of the medians."""
+    import ops
+    from explorer.sweep import sweep
+
+    slope = float(ops.get("fast_sigmoid").defaults()["slope"])
+    sweep("fast_sigmoid", n=ONE_MILLION)  # warm-up (trace, allocator)
+    numpy_floor(ONE_MILLION, slope)
+    x = np.linspace(-3.0, 3.0, ONE_MILLION, dtype=np.float32)
+    sweep_times, floor_times, formula_times = [], [], []
+    for _ in range(reps.sweep_1m):
+        sweep_times.append(_median_time(lambda: sweep("fast_sigmoid", n=ONE_MILLION), 1))
+        floor_times.append(_median_time(lambda: numpy_floor(ONE_MILLION, slope), 1))
+        formula_times.append(_median_time(lambda: numpy_formulas(x, slope), 1))
+    sweep_s, floor_s = statistics.median(sweep_times), statistics.median(floor_times)
+    return {
+        "sweep_1m_vs_numpy": sweep_s / floor_s,
+        "sweep_1m_ms": 1e3 * sweep_s,
+        "numpy_1m_ms": 1e3 * floor_s,
+        "numpy_1m_formulas_ms": 1e3 * statistics.median(formula_times),
+    }
+
+
+def parameter_values(param, count: int = RETRACE_VALUES) -> list[float]:
+    """``count`` distinct values inside the parameter's range (fewer if it has fewer whole numbers)."""
+    if param.integer:
+        values = range(int(math.ceil(param.low)), int(math.floor(param.high)) + 1)
+        return [float(v) for v in values if v != param.default][:count]
+    low, high = float(param.low), float(param.high)
+    spread = np.geomspace if low > 0 and high / low > 1e3 else np.linspace  # many decades: geometric
+    values = spread(low, high, count + 3)[1:-1]  # count + 1 interior values, in case one is the default
+    return [float(v) for v in values if v != param.default][:count]
+
+
+def measure_retraces(reps: Repetitions) -> dict[str, Any]:
+    """Traces added by sweeping each op with 10 new values of its first parameter (0 is the target)."""
+    import ops
+    from explorer.sweep import sweep, trace_count
+
+    by_op = {}
+    for key in ops.names():
+        spec = ops.get(key)
+        if not spec.params:
+            continue
+        sweep(key, n=SWEEP_POINTS)  # the first trace is allowed
+        before = trace_count(key)
+        param = spec.params[0]
+        for value in parameter_values(param):
+            try:
+                params = spec.resolve({param.name: value})
+            except ValueError:  # a constraint between parameters (e.g. lo < hi) rejects this value
+                continue
+            sweep(key, n=SWEEP_POINTS, params=params)
+        by_op[key] = trace_count(key) - before
+    retracing = {key: count for key, count in by_op.items() if count}
+    return {"param_change_retraces": sum(by_op.values()), "param_change_retraces_ops": retracing}
+
+
+# -- the app -------------------------------------------------------------------------------------------
+def _slider_values(slider, count: int) -> list[float]:
+    """``count`` distinct values on the slider's step grid, away from its current value."""
+    low, high, step = float(slider.min), float(slider.max), float(slider.step or (slider.max - slider.min) / 100)
+    steps = max(1, int(round((high - low) / step)))
+    picks = np.unique(np.linspace(1, steps - 1, min(count + 1, max(steps - 1, 1))).round().astype(int))
+    values = [low + int(k) * step for k in picks]
+    values = [round(v, 12) for v in values if not math.isclose(v, float(slider.value))]
+    if isinstance(slider.value, int):
+        values = [int(round(v)) for v in values]
+    return values[:count]
+
+
+def _raise_on_app_exception(at) -> None:
+    if at.exception:
+        detail = (at.exception[0].stack_trace or [at.exception[0].message])[-1]
+        raise RuntimeError(f"the app raised an exception (traceback in the log on stderr): {detail}")
+
+
+def measure_rerun(reps: Repetitions) -> dict[str, Any]:
+    """AppTest rerun after setting the first parameter slider of the default op to a new value."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP_PATH), default_timeout=300)
+    start = time.perf_counter()
+    at.run()
+    first_s = time.perf_counter() - start
+    _raise_on_app_exception(at)
+    sliders = [s for s in at.slider if (s.key or "").startswith("w.p.")]
+    if not sliders:
+        raise RuntimeError("the explore page shows no parameter slider (keys 'w.p.<op>.<param>')")
+    key = sliders[0].key
+    warm_up = 2
+    values = _slider_values(sliders[0], warm_up + reps.rerun)
+    if len(values) < warm_up + 1:
+        raise RuntimeError(f"slider {key} has too few distinct values to measure")
+    times = []
+    for index, value in enumerate(values):
+        at.slider(key=key).set_value(value)
+        start = time.perf_counter()
+        at.run()
+        elapsed = time.perf_counter() - start
+        _raise_on_app_exception(at)
+        if index >= warm_up:
+            times.append(elapsed)
+    unchanged = _median_time(at.run, max(1, reps.rerun // 2))  # no widget change: everything is cached
+    return {
+        "rerun_ms": 1e3 * statistics.median(times),
+        "rerun_slider": key,
+        "rerun_unchanged_ms": 1e3 * unchanged,
+        "apptest_first_run_in_process_s": first_s,
+        "keras_clear_session_ms": 1e3 * _median_time(_keras_clear_session, max(1, reps.rerun // 2)),
+    }
+
+
+def _keras_clear_session() -> None:
+    """What Streamlit's ScriptRunner does after EVERY script run once ``keras`` is imported
+    (``_clean_problem_modules``): a full ``gc.collect()`` and TensorFlow's kernel-cache reset. Timed
+    on its own because it is part of each rerun and of none of our code."""
+    import keras
+
+    keras.backend.clear_session()
+
+
+# Each child prints "DONE <wall-clock time> <peak RSS in KiB> OK|EXCEPTION" when its work is done. The peak
+# is VmHWM of /proc/self/status: ru_maxrss of a spawned child still counts the parent's pages at fork.
+_PEAK_KIB = "int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
+IMPORT_TF_CHILD = f"""\
+import time
+import tensorflow
+print('DONE', repr(time.time()), {_PEAK_KIB}, 'OK', flush=True)
+"""
+APP_FIRST_RUN_CHILD = f"""\
+import sys, time
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=600)
+at.run()
+print('DONE', repr(time.time()), {_PEAK_KIB}, 'EXCEPTION' if at.exception else 'OK', flush=True)
+"""
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    return env
+
+
+def time_fresh_process(code: str, *args: str) -> tuple[float, float | None]:
+    """Seconds from spawning ``python -c code`` until it prints ``DONE <time.time()> [<peak RSS KiB>]``
+    (teardown excluded), and the child's peak RSS in MB if it printed one."""
+    spawn = time.time()
+    completed = subprocess.run(  # noqa: S603  (our own interpreter, our own code)
+        [sys.executable, "-c", code, *args], cwd=REPO_ROOT, env=_child_env(), capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT_S, check=False,
+    )
+    done = [line.split() for line in completed.stdout.splitlines() if line.startswith("DONE ")]
+    if completed.returncode != 0 or not done:
+        tail = (completed.stderr or completed.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"subprocess failed (exit {completed.returncode}): {' | '.join(tail)}")
+    if "EXCEPTION" in done[-1]:
+        raise RuntimeError("the app raised an exception on its first AppTest run")
+    fields = done[-1]
+    peak_mb = int(fields[2]) / 1024 if len(fields) > 2 and fields[2].isdigit() else None
+    return float(fields[1]) - spawn, peak_mb
+
+
+def measure_cold_start(reps: Repetitions) -> dict[str, Any]:
+    """Fresh ``import tensorflow`` and fresh first AppTest run, interleaved; ratio of the medians."""
+    import_times, app_times, import_peaks, app_peaks = [], [], [], []
+    for _ in range(reps.cold_start):
+        for code, args, times, peaks in ((IMPORT_TF_CHILD, (), import_times, import_peaks),
+                                         (APP_FIRST_RUN_CHILD, (str(APP_PATH),), app_times, app_peaks)):
+            seconds, peak_mb = time_fresh_process(code, *args)
+            times.append(seconds)
+            peaks.append(peak_mb)
+    import_s, app_s = statistics.median(import_times), statistics.median(app_times)
+    return {
+        "cold_start_vs_import": app_s / import_s,
+        "cold_start_s": app_s,
+        "import_tensorflow_s": import_s,
+        "cold_start_peak_rss_mb": max((p for p in app_peaks if p is not None), default=None),
+        "import_tensorflow_peak_rss_mb": max((p for p in import_peaks if p is not None), default=None),
+    }
+
+
+# -- training ------------------------------------------------------------------------------------------
+def _train_kwargs() -> dict[str, Any]:
+    return {"width": TRAIN_WIDTH, "depth": 1, "batch_size": None, "seed": 0}
+
+
+def measure_train(reps: Repetitions) -> dict[str, Any]:
+    """Full ``compare`` calls (build + compile + 300 epochs), then warm epochs of one reset session."""
+    from explorer import train
+
+    times = []
+    for _ in range(reps.train):
+        start = time.perf_counter()
+        result = train.compare(TRAIN_TASK, [train.Run(TRAIN_OP)], epochs=TRAIN_EPOCHS, **_train_kwargs())
+        times.append(time.perf_counter() - start)
+        if len(result[0].history) != TRAIN_EPOCHS:
+            raise RuntimeError(f"trained {len(result[0].history)} epochs, expected {TRAIN_EPOCHS}")
+    session = train.Session(TRAIN_TASK, [train.Run(TRAIN_OP)], **_train_kwargs())
+    session.step(TRAIN_EPOCHS)
+
+    def warm_run() -> None:
+        session.reset()
+        session.step(TRAIN_EPOCHS)
+
+    return {
+        "train_300_epochs_s": statistics.median(times),
+        "train_300_epochs_first_s": times[0],
+        "train_warm_300_epochs_s": _median_time(warm_run, reps.train_warm),
+    }
+
+
+def measure_relu_ratio(reps: Repetitions) -> dict[str, Any]:
+    """ReLU and ``fast_sigmoid`` in one session (interleaved chunk by chunk): median ratio of warm steps/s."""
+    from explorer import train
+
+    session = train.Session(TRAIN_TASK, [train.Run(None), train.Run(TRAIN_OP)], **_train_kwargs())
+    session.step(TRAIN_EPOCHS)  # compiles both
+    ratios, relu_rates, custom_rates = [], [], []
+    for _ in range(reps.relu_ratio):
+        session.reset()
+        relu, custom = session.step(TRAIN_EPOCHS)
+        relu_rates.append(relu.steps_per_second)
+        custom_rates.append(custom.steps_per_second)
+        ratios.append(relu.steps_per_second / custom.steps_per_second)
+    return {
+        "custom_vs_relu_steps": statistics.median(ratios),
+        "relu_steps_per_s": statistics.median(relu_rates),
+        "fast_sigmoid_steps_per_s": statistics.median(custom_rates),
+    }
+
+
+# -- figures -------------------------------------------------------------------------------------------
+def measure_figures(reps: Repetitions) -> dict[str, Any]:
+    """Figure build time (special points given, as the app caches them) and JSON size, 2k and 1M points."""
+    import plotly.io
+
+    from explorer.figures import main_figure
+    from explorer.points import special_points
+    from explorer.sweep import sweep
+
+    out: dict[str, Any] = {}
+    for label, n in (("2k", SWEEP_POINTS), ("1m", ONE_MILLION)):
+        df = sweep("fast_sigmoid", n=n)
+        start = time.perf_counter()
+        points = special_points(df)
+        out[f"special_points_{label}_ms"] = 1e3 * (time.perf_counter() - start)
+        figure = main_figure(df, points)  # warm-up
+        out[f"figure_build_{label}_ms"] = 1e3 * _median_time(lambda df=df, points=points: main_figure(df, points),
+                                                              reps.figure)
+        out[f"figure_bytes_{label}"] = len(plotly.io.to_json(figure, validate=False).encode())
+    return out
+
+
+# -- running -------------------------------------------------------------------------------------------
+MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str, ...]]] = {
+    "sweep_2k": (measure_sweep_2k, ("sweep_2k_ms",)),
+    "sweep_1m": (measure_sweep_1m, ("sweep_1m_vs_numpy",)),
+    "retraces": (measure_retraces, ("param_change_retraces",)),
+    "figures": (measure_figures, ("figure_bytes_1m",)),
+    "rerun": (measure_rerun, ("rerun_ms",)),
+    "train": (measure_train, ("train_300_epochs_s", "train_warm_300_epochs_s")),
+    "relu_ratio": (measure_relu_ratio, ("custom_vs_relu_steps",)),
+    "cold_start": (measure_cold_start, ("cold_start_vs_import",)),
+}
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, load, versions: what a reader needs to compare two benchmark records."""
+    import tensorflow as tf
+
+    versions = {}
+    for package in ("keras", "streamlit", "plotly", "pandas", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "tensorflow": tf.__version__,
+        **versions,
+    }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MB (``ru_maxrss`` is KiB on Linux). Not RUSAGE_CHILDREN:
+    a spawned child's ``ru_maxrss`` still counts the parent's resident pages at fork."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool = False) -> dict[str, Any]:
+    """Measure ``keys`` (target keys; all when None). A failing measurement is reported, not raised.
+
+    Returns ``{target key: value, extra key: value, ..., "errors": {measurement: message},
+    "machine": {...}, "quick": bool, "seconds": float}``; a target whose measurement failed is None.
+    """
+    wanted = set(TARGETS) if keys is None else set(keys)
+    reps = QUICK if quick else FULL
+    results: dict[str, Any] = {key: None for key in TARGETS if key in wanted}
+    errors: dict[str, str] = {}
+    profiles: dict[str, str] = {}
+    started = time.perf_counter()
+    for name, (measure, provides) in MEASUREMENTS.items():
+        if not wanted.intersection(provides):
+            continue
+        profiler = cProfile.Profile() if profile else None
+        try:
+            if profiler:
+                profiler.enable()
+            results.update(measure(reps))
+        except Exception as error:  # noqa: BLE001  (one broken measurement must not hide the others)
+            errors[name] = f"{type(error).__name__}: {error}"
+        finally:
+            if profiler:
+                profiler.disable()
+                profiles[name] = profile_text(profiler)
+    results["peak_rss_mb"] = peak_rss_mb()
+    results["errors"] = errors
+    results["machine"] = machine_info()
+    results["quick"] = quick
+    results["seconds"] = time.perf_counter() - started
+    if profile:
+        results["profiles"] = profiles
+    return results
+
+
+def profile_text(profiler: cProfile.Profile, limit: int = 30) -> str:
+    stream = io.StringIO()
+    pstats.Stats(profiler, stream=stream).strip_dirs().sort_stats("cumulative").print_stats(limit)
+    return stream.getvalue()
+
+
+# -- output --------------------------------------------------------------------------------------------
+def _format_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """One line per target: PASS/MISS (or ERROR), value, target, unit, what it measures; then extras."""
+    lines = [f"{'':5} {'figure':<26} {'value':>12} {'target':>12} {'unit':<7} what"]
+    for key, target in TARGETS.items():
+        if key not in results:
+            continue
+        met = target.met(results[key])
+        status = "ERROR" if met is None else "PASS" if met else "MISS"
+        lines.append(f"{status:<5} {key:<26} {_format_value(results[key]):>12} {target.text:>12} "
+                     f"{target.unit:<7} {target.what}")
+    skip = set(TARGETS) | {"errors", "machine", "profiles"}
+    extras = {k: v for k, v in results.items() if k not in skip and not isinstance(v, dict)}
+    if extras:
+        lines.append("\nextras: " + ", ".join(f"{k}={_format_value(v)}" for k, v in extras.items()))
+    for key, value in results.items():
+        if isinstance(value, dict) and value and key not in ("errors", "machine", "profiles"):
+            lines.append(f"{key}: " + ", ".join(f"{k}={_format_value(v)}" for k, v in value.items()))
+    machine = results.get("machine", {})
+    lines.append("machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()))
+    for name, message in results.get("errors", {}).items():
+        lines.append(f"ERROR in {name}: {message}")
+    lines.append("note: figures are medians of warm repetitions; on a shared machine expect tens of per cent noise.")
+    return "\n".join(lines)
+
+
+def _parse_only(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    keys = [key.strip() for key in text.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in TARGETS]
+    if unknown or not keys:
+        raise ValueError(f"--only takes comma-separated keys from: {', '.join(TARGETS)}; unknown: {', '.join(unknown)}")
+    return keys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m explorer bench [--json] [--quick] [--only KEY,KEY] [--profile]``; exit 0 (2 for bad arguments)."""
+    parser = argparse.ArgumentParser(prog="python -m explorer bench", description="Measure speed against the targets.")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (about a minute)")
+    parser.add_argument("--only", metavar="KEYS", help=f"comma-separated subset of: {', '.join(TARGETS)}")
+    parser.add_argument("--profile", action="store_true",
+                        help="run each measurement under cProfile and print the top functions (to stderr)")
+    args = parser.parse_args(argv)
+    try:
+        keys = _parse_only(args.only)
+    except ValueError as error:
+        parser.print_usage(sys.stderr)
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    results = run(keys, quick=args.quick, profile=args.profile)
+    profiles = results.pop("profiles", {})
+    for name, text in profiles.items():
+        print(f"===== profile: {name} =====\n{text}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(results, indent=2, default=str))
+    else:
+        print(format_table(results))
+    return 0

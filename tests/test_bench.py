@@ -1,0 +1,128 @@
+"""The benchmark command: its JSON, its table, its NumPy floor and its helpers. No timing assertions:
+speed targets are checked by ``python -m explorer bench``, not by timed tests."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+import ops
+from explorer import bench
+
+FAST_KEYS = ("sweep_2k_ms", "param_change_retraces", "figure_bytes_1m")
+
+
+@pytest.fixture(scope="module")
+def quick_json() -> dict:
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = bench.main(["--json", "--quick", "--only", ",".join(FAST_KEYS)])
+    assert code == 0
+    return json.loads(stdout.getvalue())
+
+
+def test_json_has_the_requested_figures_and_no_errors(quick_json):
+    assert quick_json["errors"] == {}
+    for key in FAST_KEYS:
+        assert key in quick_json
+    assert set(quick_json) & set(bench.TARGETS) == set(FAST_KEYS)  # --only measured nothing else
+
+
+@pytest.mark.parametrize("key", ["sweep_2k_ms", "figure_bytes_1m", "figure_build_1m_ms", "sweep_2k_max_ms", "peak_rss_mb"])
+def test_measured_values_are_positive_numbers(quick_json, key):
+    value = quick_json[key]
+    assert isinstance(value, (int, float)) and not isinstance(value, bool)
+    assert math.isfinite(value) and value > 0
+
+
+def test_changing_a_parameter_never_retraces_the_sweep(quick_json):
+    assert quick_json["param_change_retraces"] == 0
+    assert quick_json["param_change_retraces_ops"] == {}
+
+
+def test_sweep_2k_is_timed_for_every_registered_op(quick_json):
+    by_op = quick_json["sweep_2k_ms_by_op"]
+    assert list(by_op) == ops.names()
+    assert quick_json["sweep_2k_ms"] == pytest.approx(float(np.median(list(by_op.values()))), rel=1e-2)
+    assert quick_json["sweep_2k_max_ms"] == pytest.approx(max(by_op.values()), rel=1e-2)
+
+
+def test_machine_info_names_cores_and_tensorflow(quick_json):
+    machine = quick_json["machine"]
+    assert machine["cores"] >= 1
+    assert machine["tensorflow"].count(".") >= 1
+
+
+def test_numpy_floor_matches_hand_computed_fast_sigmoid():
+    x, forward, surrogate = bench.numpy_floor(5, slope=25.0, lo=-0.04, hi=0.04)
+    assert x.dtype == forward.dtype == surrogate.dtype == np.float32
+    np.testing.assert_allclose(x, [-0.04, -0.02, 0.0, 0.02, 0.04], rtol=1e-6)
+    np.testing.assert_array_equal(forward, [0, 0, 0, 1, 1])  # [x > 0]: 0 AT the threshold
+    # 1 / (25 * 0.04 + 1)^2 = 1/4, 1 / (25 * 0.02 + 1)^2 = 1/2.25
+    np.testing.assert_allclose(surrogate, [0.25, 1 / 2.25, 1.0, 1 / 2.25, 0.25], rtol=1e-6)
+
+
+def test_numpy_floor_computes_the_same_surrogate_as_the_op():
+    """The baseline must do the op's work, or the ratio compares different things."""
+    slope = 7.0
+    x = np.linspace(-3, 3, 101, dtype=np.float32)
+    _, surrogate = bench.numpy_formulas(x, slope)
+    expected = ops.get("fast_sigmoid").surrogate_grad(x, slope=slope).numpy()
+    np.testing.assert_allclose(surrogate, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("key", [key for key in ops.names() if ops.get(key).params])
+def test_parameter_values_are_distinct_and_in_range(key):
+    for param in ops.get(key).params:
+        values = bench.parameter_values(param)
+        assert len(set(values)) == len(values) > 0
+        assert all(param.low <= v <= param.high and v != param.default for v in values)
+        if param.integer:
+            assert all(v == round(v) for v in values)
+            whole_numbers = int(param.high) - int(param.low) + 1
+            assert len(values) == min(bench.RETRACE_VALUES, whole_numbers - 1)
+        else:
+            assert len(values) == bench.RETRACE_VALUES
+
+
+def test_target_comparisons():
+    upper = bench.Target("t", 1.5, "x", "")
+    assert upper.met(1.5) is True and upper.met(1.51) is False and upper.met(None) is None
+    exact = bench.Target("c", 0, "traces", "", "==")
+    assert exact.met(0) is True and exact.met(1) is False
+
+
+def test_table_marks_pass_miss_and_error():
+    results = {"sweep_2k_ms": 10.0, "rerun_ms": 301.0, "cold_start_vs_import": None, "errors": {"cold_start": "boom"}}
+    lines = bench.format_table(results).splitlines()
+    row = {line.split()[1]: line.split()[0] for line in lines[1:4]}
+    assert row == {"sweep_2k_ms": "PASS", "rerun_ms": "MISS", "cold_start_vs_import": "ERROR"}
+    assert any("cold_start: boom" in line for line in lines)
+
+
+def test_unknown_only_key_is_a_usage_error(capsys):
+    assert bench.main(["--only", "sweep_2k_ms,not_a_key"]) == 2
+    assert "not_a_key" in capsys.readouterr().err
+
+
+def test_fresh_process_timer_reads_the_done_line():
+    seconds, peak_mb = bench.time_fresh_process("import time; print('DONE', repr(time.time()), 2048, 'OK')")
+    assert 0 < seconds < bench.SUBPROCESS_TIMEOUT_S
+    assert peak_mb == 2.0  # KiB -> MB
+    with pytest.raises(RuntimeError, match="exit 3"):
+        bench.time_fresh_process("import sys; sys.exit(3)")
+
+
+@pytest.mark.slow
+def test_app_and_training_measurements_run():
+    results = bench.run(["rerun_ms", "train_300_epochs_s", "train_warm_300_epochs_s", "custom_vs_relu_steps"],
+                        quick=True)
+    assert results["errors"] == {}
+    for key in ("rerun_ms", "train_300_epochs_s", "train_warm_300_epochs_s", "custom_vs_relu_steps"):
+        assert results[key] > 0
+    assert results["rerun_slider"].startswith("w.p.")
