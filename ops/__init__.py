@@ -8,10 +8,24 @@ clipping, intentional overrides and numerically stable gradients.
 
 from ops import catalogue as _catalogue  # noqa: F401  (registers the built-in ops)
 from ops.layer import GRADIENT_MODES, SurrogateLayer
-from ops.registry import DTYPES, FAMILIES, KINDS, OpSpec, Param, Point, as_float_tensor, by_family, get, names, register
+from ops.registry import (
+    DTYPES,
+    FAMILIES,
+    KINDS,
+    Expression,
+    OpSpec,
+    Param,
+    Point,
+    as_float_tensor,
+    by_family,
+    get,
+    names,
+    register,
+)
 
 __all__ = [
     "DTYPES",
+    "Expression",
     "FAMILIES",
     "GRADIENT_MODES",
     "KINDS",

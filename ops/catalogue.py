@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ops.registry import OpSpec, Param, Point, register
+from ops.registry import Expression, OpSpec, Param, Point, register
 
 Params = Mapping[str, tf.Tensor]
 Surrogate = Callable[[tf.Tensor, Params], tf.Tensor]
@@ -58,11 +58,18 @@ def _points(*make: Callable[[Mapping[str, float]], list[Point]]) -> Callable[[Ma
 
 
 def _threshold_jump(params: Mapping[str, float]) -> list[Point]:
-    return [Point(params["threshold"], "jump", "H(0) = 0: the value AT the threshold is 0 (forward is [x > threshold])")]
+    return [
+        Point(params["threshold"], "jump", "H(0) = 0: the value AT the threshold is 0 (forward is [x > threshold])")
+    ]
 
 
 THRESHOLD = Param("threshold", 0.0, -1.0, 1.0, "firing threshold: the step is at x = threshold")
 SPIKE_FORWARD_TEX = r"H(x - \theta) = [\,x > \theta\,],\quad H(0) = 0"
+# The same formulas in the editor's expression language, for code export (explorer/export.py).
+# tests/test_export.py checks each expression against the TensorFlow functions numerically.
+SPIKE_FORWARD_EXPR = "where(x > threshold, 1, 0)"
+SIGN_FORWARD_EXPR = "where(x >= 0, 1, -1)"  # sign(0) = +1; the language's sign is tf.sign
+CLIP_MASK_EXPR = "where(abs(x) <= clip_value, 1, 0)"
 
 
 def spike(
@@ -74,6 +81,8 @@ def spike(
     why: str,
     reference: str,
     extra_points: Callable[[Mapping[str, float]], list[Point]] | None = None,
+    *,
+    expression: Expression,
 ) -> OpSpec:
     """A spike op: forward ``[x > threshold]``, surrogate ``g(x - threshold)``."""
     point_makers = (_threshold_jump,) if extra_points is None else (_threshold_jump, extra_points)
@@ -90,11 +99,14 @@ def spike(
             why=why,
             reference=reference,
             declared_points=_points(*point_makers),
+            expression=expression,
         )
     )
 
 
-def _alpha(default: float, low: float = 0.1, high: float = 10.0, help: str = "sharpness: larger is narrower and taller") -> Param:
+def _alpha(
+    default: float, low: float = 0.1, high: float = 10.0, help: str = "sharpness: larger is narrower and taller"
+) -> Param:
     return Param("alpha", default, low, high, help)
 
 
@@ -109,6 +121,7 @@ spike(
     "The surrogate is the exact derivative of the smooth primitive arctan(pi*alpha*x/2)/pi + 1/2, "
     "so it integrates to the jump size 1 and keeps heavy tails that still reach far-off units.",
     "snnTorch `atan`; SpikingJelly `ATan` (identical formulas). Fang et al. 2021.",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="(alpha / 2) / (1 + (pi * alpha * (x - threshold) / 2) ** 2)"),
 )
 spike(
     "fast_sigmoid",
@@ -119,6 +132,7 @@ spike(
     "Derivative of the fast sigmoid x/(1+|x|) scaled by slope: cheap (no exp) and bounded. "
     "It is not normalised: its area is 2/slope, not the jump size 1, which scales the effective learning rate.",
     "snnTorch `fast_sigmoid`; Norse `super` (Zenke & Ganguli 2018, SuperSpike).",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="1 / (slope * abs(x - threshold) + 1) ** 2"),
 )
 spike(
     "sigmoid",
@@ -129,6 +143,9 @@ spike(
     "Exact derivative of the smooth primitive s(slope*x), so it integrates to the jump size 1. "
     "Written with tf.math.sigmoid: the exp-form returns NaN in float32 for x < -3.55 at slope 25.",
     "snnTorch `sigmoid`; SpikingJelly `Sigmoid`.",
+    expression=Expression(
+        SPIKE_FORWARD_EXPR, gradient="slope * sigmoid(slope * (x - threshold)) * sigmoid(-slope * (x - threshold))"
+    ),
 )
 spike(
     "triangle",
@@ -143,6 +160,7 @@ spike(
         Point(p["threshold"] - 1.0 / p["alpha"], "kink", "custom gradient reaches 0 (kink): dead beyond"),
         Point(p["threshold"] + 1.0 / p["alpha"], "kink", "custom gradient reaches 0 (kink): dead beyond"),
     ],
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="maximum(0, alpha - alpha ** 2 * abs(x - threshold))"),
 )
 spike(
     "gaussian",
@@ -152,6 +170,7 @@ spike(
     r"\frac{\alpha}{\sqrt{\pi}}\, e^{-\alpha^2 (x - \theta)^2}",
     "Exact derivative of the primitive (1 + erf(alpha*x))/2: integrates to 1 with the lightest tails.",
     "SpikingJelly `Erf`.",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="alpha / sqrt(pi) * exp(-(alpha * (x - threshold)) ** 2)"),
 )
 spike(
     "exponential",
@@ -161,6 +180,7 @@ spike(
     r"\frac{\alpha}{2}\, e^{-\alpha |x - \theta|}",
     "Exact derivative of a piecewise-exponential primitive: integrates to 1; has a cusp at the threshold.",
     "SpikingJelly `PiecewiseExp`.",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="alpha / 2 * exp(-alpha * abs(x - threshold))"),
 )
 spike(
     "softsign",
@@ -170,6 +190,7 @@ spike(
     r"\frac{\alpha}{2\,(1 + \alpha |x - \theta|)^2}",
     "Exact derivative of the primitive (softsign(alpha*x) + 1)/2: integrates to 1, heavy quadratic tails.",
     "SpikingJelly `SoftSign`.",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="alpha / (2 * (1 + alpha * abs(x - threshold)) ** 2)"),
 )
 spike(
     "q_pseudo_spike",
@@ -179,6 +200,7 @@ spike(
     r"\left(1 + \frac{2|x - \theta|}{\alpha - 1}\right)^{-\alpha},\quad \alpha > 1",
     "Derivative of a heavy-tailed primitive whose tail weight is tunable; integrates to 1 for every alpha > 1.",
     "SpikingJelly `QPseudoSpike` (Sun et al. 2022).",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="(1 + 2 * abs(x - threshold) / (alpha - 1)) ** -alpha"),
 )
 spike(
     "rect",
@@ -193,6 +215,7 @@ spike(
         Point(p["threshold"] - 0.5 / p["alpha"], "boundary", "open: no gradient AT |x - threshold| = 0.5/alpha"),
         Point(p["threshold"] + 0.5 / p["alpha"], "boundary", "open: no gradient AT |x - threshold| = 0.5/alpha"),
     ],
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="alpha * where(abs(x - threshold) < 0.5 / alpha, 1, 0)"),
 )
 spike(
     "piecewise_leaky_relu",
@@ -210,6 +233,7 @@ spike(
         Point(p["threshold"] - p["w"], "boundary", "open: gradient is the leak c AT |x - threshold| = w"),
         Point(p["threshold"] + p["w"], "boundary", "open: gradient is the leak c AT |x - threshold| = w"),
     ],
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="where(abs(x - threshold) < w, 1 / (2 * w), c)"),
 )
 spike(
     "spike_rate_escape",
@@ -224,6 +248,7 @@ spike(
     "and integrates to 2*slope/beta: a good example of why the area and the peak position are worth seeing.",
     "snnTorch `spike_rate_escape`.",
     lambda p: [Point(p["threshold"] + 1.0, "kink", "custom gradient peaks in a cusp at x = threshold + 1")],
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="slope * exp(-beta * abs(x - threshold - 1))"),
 )
 spike(
     "straight_through",
@@ -234,6 +259,7 @@ spike(
     "Pretend the step is the identity in the backward pass (Bengio et al. 2013). Unbounded support: "
     "far-off units get the same gradient as those at the threshold.",
     "snnTorch `straight_through_estimator`; Bengio, Leonard & Courville 2013.",
+    expression=Expression(SPIKE_FORWARD_EXPR, gradient="1"),
 )
 
 
@@ -265,6 +291,7 @@ register(
         "tanh, and cancels it outside so weights that saturate stop moving.",
         reference="Larq `ste_sign`; BinaryNet (Courbariaux et al. 2016).",
         declared_points=_points(_sign_jump, _clip_boundaries),
+        expression=Expression(SIGN_FORWARD_EXPR, gradient=CLIP_MASK_EXPR),
     )
 )
 register(
@@ -287,6 +314,7 @@ register(
                 Point(1.0, "kink", "custom gradient reaches 0 (kink) at |x| = 1"),
             ],
         ),
+        expression=Expression(SIGN_FORWARD_EXPR, gradient="where(abs(x) <= 1, 2 - 2 * abs(x), 0)"),
     )
 )
 
@@ -314,6 +342,11 @@ register(
         "cosh cannot overflow into NaN.",
         reference="Larq `swish_sign`; BNN+ (Darabi et al. 2018).",
         declared_points=_points(_sign_jump),
+        # 1 + cosh(z) = 2 cosh(z/2)^2 and sech(u)^2 = (2 e^{-|u|} / (1 + e^{-2|u|}))^2: nothing overflows
+        expression=Expression(
+            SIGN_FORWARD_EXPR,
+            gradient="beta / 2 * (2 - beta * x * tanh(beta * x / 2)) * (2 * exp(-abs(beta * x / 2)) / (1 + exp(-abs(beta * x / 2)) ** 2)) ** 2",
+        ),
     )
 )
 register(
@@ -333,6 +366,7 @@ register(
             lambda p: [Point(0.0, "jump", "H(0) = 0: the value AT 0 is 0 (forward is [x > 0])")],
             _clip_boundaries,
         ),
+        expression=Expression("where(x > 0, 1, 0)", gradient=CLIP_MASK_EXPR),
     )
 )
 
@@ -365,6 +399,9 @@ register(
             ],
             _clip_boundaries,
         ),
+        expression=Expression(
+            "where(x >= threshold_value, 1, where(x <= -threshold_value, -1, 0))", gradient=CLIP_MASK_EXPR
+        ),
     )
 )
 
@@ -394,8 +431,9 @@ register(
         title="DoReFa k-bit quantiser",
         family="sign",
         params=(Param("k_bit", 2, 1, 8, "bits: 2^k_bit levels in [0, 1]", integer=True),),
-        forward_fn=lambda x, p: tf.round(tf.clip_by_value(x, 0.0, 1.0) * _dorefa_levels(p["k_bit"]))
-        / _dorefa_levels(p["k_bit"]),
+        forward_fn=lambda x, p: (
+            tf.round(tf.clip_by_value(x, 0.0, 1.0) * _dorefa_levels(p["k_bit"])) / _dorefa_levels(p["k_bit"])
+        ),
         surrogate=lambda x, p: closed_window(x, tf.zeros_like(x), tf.ones_like(x)),
         forward_tex=r"\frac{\operatorname{round}(n \cdot \operatorname{clip}(x, 0, 1))}{n},\quad n = 2^{k} - 1"
         r"\ \text{(round half to even)}",
@@ -404,6 +442,9 @@ register(
         "The straight-through estimator passes the gradient inside [0, 1] (closed), where the clip is the identity.",
         reference="Larq `DoReFa` (activations); Zhou et al. 2016, DoReFa-Net.",
         declared_points=_points(_dorefa_points),
+        expression=Expression(
+            "round(clip(x, 0, 1) * (2 ** k_bit - 1)) / (2 ** k_bit - 1)", gradient="where(0 <= x <= 1, 1, 0)"
+        ),
     )
 )
 
@@ -444,6 +485,7 @@ register(
         reference="The idea behind Larq's `leaky_tanh`; tf.clip_by_value's closed boundaries.",
         declared_points=_points(_leaky_clip_points),
         constraint=_leaky_clip_constraint,
+        expression=Expression("clip(x, lo, hi)", gradient="where(lo <= x <= hi, 1, leak)"),
     )
 )
 register(
@@ -461,6 +503,7 @@ register(
         "It acts on dy, not on x: with an upstream gradient of 1 it changes nothing; raise the upstream gradient "
         "above clip_value to see it.",
         reference="Element-wise gradient clipping (Pascanu et al. 2013); tf.clip_by_value.",
+        expression=Expression("x", backward="clip(dy, -clip_value, clip_value)"),
     )
 )
 
@@ -479,6 +522,7 @@ register(
         why="The canonical first custom gradient: the forward is exact, the backward deliberately scaled "
         "(the default halves it). Differences from autodiff here are intentional, not a bug.",
         reference="The tf.custom_gradient tutorial's first example.",
+        expression=Expression("x ** 2", gradient="scale * 2 * x"),
     )
 )
 register(
@@ -494,6 +538,7 @@ register(
         why="Identity forward, negated backward: the feature extractor is trained to maximise the domain "
         "classifier's loss, learning features that do not reveal the domain.",
         reference="Ganin & Lempitsky 2015, domain-adversarial training.",
+        expression=Expression("x", gradient="-lam"),
     )
 )
 register(
@@ -509,6 +554,7 @@ register(
         why="Identity forward, scaled backward: slows (or speeds) one branch of a network without touching the "
         "optimiser or the forward values.",
         reference="A common trick, e.g. for a shared trunk with several heads.",
+        expression=Expression("x", gradient="factor"),
     )
 )
 
@@ -531,8 +577,15 @@ register(
         "silently (tf.maximum sends ties to its first argument: 1; tf.nn.relu gives 0). This makes the choice explicit.",
         reference="The subgradient convention made explicit.",
         declared_points=_points(
-            lambda p: [Point(0.0, "kink", f"custom gradient is at_zero = {p['at_zero']:g} AT 0; autodiff of tf.maximum(x, 0) gives 1")]
+            lambda p: [
+                Point(
+                    0.0,
+                    "kink",
+                    f"custom gradient is at_zero = {p['at_zero']:g} AT 0; autodiff of tf.maximum(x, 0) gives 1",
+                )
+            ]
         ),
+        expression=Expression("maximum(x, 0)", gradient="where(x > 0, 1, where(x == 0, at_zero, 0))"),
     )
 )
 
@@ -565,6 +618,7 @@ register(
                 "just below, 1/(1 + exp(x)) is flushed to 0 and autodiff already returns 0",
             )
         ],
+        expression=Expression("log(1 + exp(x))", gradient="sigmoid(x)"),
     )
 )
 register(
@@ -587,5 +641,6 @@ register(
                 Point(p["eps"], "kink", "custom gradient kinks where |x| = eps: x/eps inside, sign(x) outside"),
             ]
         ),
+        expression=Expression("sqrt(x ** 2)", gradient="x / maximum(sqrt(x ** 2), eps)"),
     )
 )

@@ -54,9 +54,7 @@ class Param:
             checked = self.validate(value.numpy().item(), op_key)
             return value if not self.integer else checked
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(
-                f"{where}parameter '{self.name}' must be a number, got {type(value).__name__}; {allowed}"
-            )
+            raise ValueError(f"{where}parameter '{self.name}' must be a number, got {type(value).__name__}; {allowed}")
         number = float(value)
         if math.isnan(number):
             raise ValueError(f"{where}parameter '{self.name}' is NaN; {allowed}")
@@ -78,6 +76,23 @@ class Point:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"point kind must be one of {KINDS}, got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Expression:
+    """The op written in the editor's expression language (``explorer.expr``), for code export.
+
+    ``gradient`` is g(x) (backward ``dy * g``); ``backward`` is an expression in x, ``dy`` and
+    the parameters, for ops that act on the upstream gradient itself. Give exactly one.
+    """
+
+    forward: str
+    gradient: str | None = None
+    backward: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.gradient is None) == (self.backward is None):
+            raise ValueError("give exactly one of gradient (g(x)) or backward (in x and dy)")
 
 
 def _fmt(value: float) -> str:
@@ -113,6 +128,7 @@ class OpSpec:
     constraint: Callable[[Mapping[str, float]], None] | None = None
     builtin: bool = True
     source: Mapping[str, Any] | None = None  # user ops: the expressions they were compiled from
+    expression: Expression | None = None  # built-in ops: the same formulas in the expression language
     _custom: Callable[..., tf.Tensor] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
