@@ -2,8 +2,9 @@
 
 A sweep is a :class:`pandas.DataFrame` with one row per x (sorted):
 
-* ``x``, ``forward``, ``true_grad``, ``custom_grad``: float64 columns holding the values of the
-  sweep dtype exactly (a float16 sweep holds float16 values widened to float64);
+* ``x``, ``forward``, ``true_grad``, ``custom_grad``: float64 columns for a float64 sweep, float32
+  columns otherwise, holding the values of the sweep dtype exactly (a float16 sweep holds float16
+  values widened to float32);
 * ``true_grad_missing``: True on every row when autodiff of the plain forward returns ``None``
   (``tf.cast``/``tf.round`` forwards); ``true_grad`` is then 0, as the catalogue asks;
 * ``point``: the declared special-point kind at that row, ``""`` elsewhere (a categorical column
@@ -26,7 +27,7 @@ passed again or, failing that, the most recently swept user op with that key.
 Speed: one ``tf.function`` per (op, dtype), cached, with x of any length and the parameters and the
 upstream gradient as tensors, so neither a new parameter value nor a new ``n`` retraces it
 (:func:`trace_count` counts traces). The results leave TensorFlow in the sweep dtype through DLPack
-and are widened to float64 by NumPy (tf.cast to float64 is slower). It is not XLA-compiled although
+without a copy (only half-precision results are widened, by NumPy). It is not XLA-compiled although
 that was 2-3x faster: XLA
 changes the numbers (its exp/tanh differ from TensorFlow's by up to 1e-4 relative in float32, and
 it rewrites the deliberately naive ``log(1 + exp(x))`` of ``log1pexp``), and it recompiles for
@@ -188,19 +189,24 @@ def trace_count(op: str | ops.OpSpec, dtype: str | None = None) -> int:
     return sum(count for (spec_id, d), count in _TRACES.items() if spec_id == id(spec) and dtype in (None, d))
 
 
-def _to_float64(tensor: tf.Tensor) -> np.ndarray:
-    """A new float64 array: read through DLPack (no intermediate copy) where it allows, else via numpy()."""
+def storage_dtype(dtype: str) -> np.dtype:
+    """Column dtype of a sweep: float64 for float64 sweeps, else float32 (holds every half value exactly)."""
+    return np.dtype(np.float64) if dtype == "float64" else np.dtype(np.float32)
+
+
+def _to_numpy(tensor: tf.Tensor, storage: np.dtype) -> np.ndarray:
+    """The tensor's values as ``storage``: read through DLPack (no copy) where it allows, else numpy()."""
     try:
         values = np.from_dlpack(tensor)
     except (BufferError, TypeError, RuntimeError, ValueError):  # bfloat16 has no DLPack type in NumPy
         values = tensor.numpy()
-    return values.astype(np.float64)
+    return values.astype(storage, copy=False)
 
 
 def evaluate(
     op: str | ops.OpSpec, x: np.ndarray, params: Mapping[str, float], upstream: float, dtype: str
 ) -> dict[str, np.ndarray | bool]:
-    """Forward, true and custom gradient at ``x`` (cast to ``dtype``) as float64 arrays, by column name,
+    """Forward, true and custom gradient at ``x`` (cast to ``dtype``) as :func:`storage_dtype` arrays, by column name,
     plus the bool ``"true_grad_missing"``. ``params`` must already be resolved (``spec.resolve``)."""
     spec = ops.get(op)
     fn = evaluator(spec, dtype)
@@ -210,11 +216,12 @@ def evaluate(
         tf.constant(x_values), tf.constant(upstream, tf.as_dtype(dtype)), *param_values
     )
     missing = bool(missing.numpy())
+    storage = storage_dtype(dtype)
     return {
-        "x": x_values.astype(np.float64),
-        "forward": _to_float64(forward),
-        "true_grad": np.zeros(x_values.size) if missing else _to_float64(true_grad),
-        "custom_grad": _to_float64(custom_grad),
+        "x": x_values.astype(storage),
+        "forward": _to_numpy(forward, storage),
+        "true_grad": np.zeros(x_values.size, storage) if missing else _to_numpy(true_grad, storage),
+        "custom_grad": _to_numpy(custom_grad, storage),
         "true_grad_missing": missing,
     }
 
