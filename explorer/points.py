@@ -478,3 +478,29 @@ def summary(table: pd.DataFrame) -> dict[str, int]:
     """Counts by status, e.g. ``{"ok": 3, "undeclared": 0, "not detected": 0}``."""
     counts = table["status"].value_counts()
     return {status: int(counts.get(status, 0)) for status in ("ok", "undeclared", "not detected")}
+
+
+DISPLAY_COLUMNS = {
+    "x": "x",
+    "kind": "kind",
+    "status": "status",
+    "forward_left": "forward just left",
+    "forward_at": "forward AT",
+    "forward_right": "forward just right",
+    "true_grad": "true gradient",
+    "custom_left": "custom just left",
+    "custom_grad": "custom gradient AT",
+    "custom_right": "custom just right",
+    "note": "convention",
+}
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The special-points table as a page shows it: readable headers, and "None" where autodiff
+    returned no gradient (rather than the 0 the sweep plots)."""
+    shown = table[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS)
+    shown["true gradient"] = [
+        "None" if missing else f"{value:.6g}"
+        for value, missing in zip(table["true_grad"], table["true_grad_missing"], strict=True)
+    ]
+    return shown

@@ -15,7 +15,7 @@ import streamlit as st
 
 import ops
 from explorer import export, expr, figures, verify
-from explorer.points import special_points
+from explorer.points import display_table, special_points
 from explorer.sweep import sweep
 
 MAX_PARAMS = expr.MAX_PARAMS
@@ -25,19 +25,6 @@ ERROR_KEY = "editor.error"  # the parser's message for the last submitted source
 NOTICES_KEY = "editor.notices"
 URL_KEYS = ("u_name", "u_fwd", "u_grad", "u_params", "u_points")
 LEVEL_ICONS = {"pass": "✅", "warn": "⚠️", "fail": "❌"}
-POINT_COLUMNS = [
-    "x",
-    "kind",
-    "status",
-    "note",
-    "forward_left",
-    "forward_at",
-    "forward_right",
-    "true_grad",
-    "custom_grad",
-]
-
-
 @dataclass(frozen=True)
 class EditorSource:
     """Everything the user typed; hashable, so it keys the caches. ``params``: (name, default, low, high)."""
@@ -331,7 +318,7 @@ def page() -> None:
         if points.empty:
             st.caption("No special points declared or detected in [-3, 3].")
         else:
-            st.dataframe(points[[c for c in POINT_COLUMNS if c in points.columns]], hide_index=True)
+            st.dataframe(display_table(points), hide_index=True)
 
     st.subheader("Gradient checker")
     _checklist(cached_checks(source, key))

@@ -16,7 +16,7 @@ import ops
 from explorer import figures
 from explorer import state as url_state
 from explorer.metrics import metrics_table
-from explorer.points import special_points
+from explorer.points import display_table, special_points
 from explorer.sweep import sweep
 
 STATE_KEY = "explore.state"
@@ -244,25 +244,8 @@ def _header(spec: ops.OpSpec) -> None:
     with col_grad:
         st.markdown("**Custom gradient** $g(x)$, backward $= dy \\cdot g(x)$")
         st.latex(spec.grad_tex)
-    st.info(f"**Why.** {spec.why}\n\n**From.** {spec.reference}")
-
-
-def _points_table(points: pd.DataFrame) -> pd.DataFrame:
-    table = points.rename(
-        columns={
-            "note": "convention",
-            "forward_left": "forward just left",
-            "forward_at": "forward AT",
-            "forward_right": "forward just right",
-            "true_grad": "true gradient",
-            "custom_grad": "custom gradient",
-        }
-    )
-    table["true gradient"] = [
-        "None" if missing else f"{value:.6g}" for value, missing in zip(points["true_grad"], points["true_grad_missing"], strict=True)
-    ]
-    columns = ["x", "kind", "status", "forward just left", "forward AT", "forward just right", "true gradient", "custom gradient", "convention"]
-    return table[columns]
+    why = spec.why.replace("*", "\\*")  # formulas like pi*alpha*x are text, not markdown emphasis
+    st.info(f"**Why.** {why}\n\n**From.** {spec.reference}")
 
 
 def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
@@ -350,7 +333,7 @@ def page() -> None:
         if points.empty:
             st.caption("No special points in this range: forward and gradients are smooth here.")
         else:
-            st.dataframe(_points_table(points), hide_index=True)
+            st.dataframe(display_table(points), hide_index=True)
         st.subheader("Metrics")
         st.dataframe(cached_metrics(*_key(state)), hide_index=True)
 
