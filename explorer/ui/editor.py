@@ -17,6 +17,7 @@ import ops
 from explorer import export, expr, figures, verify
 from explorer.points import display_table, special_points
 from explorer.sweep import sweep
+from explorer.ui.widgets import show_formulas
 
 MAX_PARAMS = expr.MAX_PARAMS
 MAX_CACHED = 16
@@ -297,13 +298,7 @@ def page() -> None:
     source: EditorSource = st.session_state[GOOD_KEY]
     spec = compiled_op(source)
     st.subheader(f"{spec.title}")
-    col_forward, col_gradient = st.columns(2)
-    with col_forward:
-        st.caption("forward")
-        st.latex(spec.forward_tex)
-    with col_gradient:
-        st.caption("custom gradient g(x)")
-        st.latex(spec.grad_tex)
+    show_formulas(spec)
 
     values = _sliders(spec, source)
     key = tuple(sorted(values.items()))

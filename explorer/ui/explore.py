@@ -18,6 +18,7 @@ from explorer import state as url_state
 from explorer.metrics import metrics_table
 from explorer.points import display_table, special_points
 from explorer.sweep import sweep
+from explorer.ui.widgets import show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -237,13 +238,7 @@ def _sidebar() -> url_state.ExploreState:
 def _header(spec: ops.OpSpec) -> None:
     st.title(spec.title)
     st.caption(f"`{spec.key}` · {FAMILY_LABELS[spec.family]} family")
-    col_forward, col_grad = st.columns(2)
-    with col_forward:
-        st.markdown("**Forward** (autodiff of this is the true gradient)")
-        st.latex(spec.forward_tex)
-    with col_grad:
-        st.markdown("**Custom gradient** $g(x)$, backward $= dy \\cdot g(x)$")
-        st.latex(spec.grad_tex)
+    show_formulas(spec)
     why = spec.why.replace("*", "\\*")  # formulas like pi*alpha*x are text, not markdown emphasis
     st.info(f"**Why.** {why}\n\n**From.** {spec.reference}")
 
