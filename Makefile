@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench verify clean
+.PHONY: run test e2e lint bench bench-browser verify clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,14 +20,22 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
 run: $(VENV)/.runtime-installed
 	$(BIN)/streamlit run app.py --server.port 8501
 
+# Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 -m "not e2e"
+	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
+
+e2e: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m explorer bench
+
+bench-browser: $(VENV)/.dev-installed
+	$(BIN)/python -m explorer.bench_browser
 
 verify: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer verify

@@ -4,6 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer.ui import editor
+from tests.shown import shown
 
 TIMEOUT = 90
 
@@ -67,7 +68,7 @@ def test_hostile_expression_shows_the_parser_message_and_keeps_the_figure():
     app.button[0].click()
     app.run()
     assert not app.exception
-    errors = [e.value for e in app.error]
+    errors = [shown(e) for e in app.error]
     assert any(
         "calling '__import__' is not allowed" in text and "forward" in text and "column 1" in text for text in errors
     )
@@ -102,15 +103,15 @@ def test_op_is_read_from_the_url():
     assert app.text_area(key="editor.gradient").value == "s * 2 * x"
     assert app.subheader[0].value == "scaled"
     assert app.slider[0].label == "s" and app.slider[0].value == 0.5
-    assert not app.warning or all("URL" not in w.value for w in app.warning)
+    assert not app.warning or all("URL" not in shown(w) for w in app.warning)
 
 
 def test_bad_url_values_give_notices_not_exceptions():
     app = run_page({"u_fwd": "log(", "u_params": "k:25:one:100"})
-    warnings = " ".join(w.value for w in app.warning)
+    warnings = " ".join(shown(w) for w in app.warning)
     assert "u_params was ignored" in warnings
     assert "did not compile" in warnings
-    assert any("syntax error" in e.value for e in app.error)
+    assert any("syntax error" in shown(e) for e in app.error)
     assert app.subheader[0].value == "my_spike"  # the example is shown instead
     assert len(figures_on(app)) == 1
 

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ops
+from tests.shown import shown
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 120
@@ -109,7 +110,7 @@ def test_url_restores_the_state():
 def test_bad_url_values_show_a_notice_and_no_exception():
     app = _app({"op": "nope", "n": "-5", "p.alpha": "nan", "lo": "3", "hi": "-3"})
     assert not app.exception
-    text = " ".join(w.value for w in app.warning)
+    text = " ".join(shown(w) for w in app.warning)
     assert "Unknown op 'nope'" in text and "'n'" in text and "lo < hi" in text
     assert app.title[0].value == "Straight-through sign"
     app.slider(key="w.p.ste_sign.clip_value").set_value(2.0).run()  # the next valid interaction works

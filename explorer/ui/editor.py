@@ -17,7 +17,7 @@ import ops
 from explorer import export, expr, figures, verify
 from explorer.points import display_table, special_points
 from explorer.sweep import sweep
-from explorer.ui.widgets import show_formulas
+from explorer.ui.widgets import literal, show_formulas
 
 MAX_PARAMS = expr.MAX_PARAMS
 MAX_CACHED = 16
@@ -286,14 +286,14 @@ def page() -> None:
     st.title("Editor: write your own custom gradient")
     _initialise()
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(notice, icon="⚠️")
+        st.warning(literal(notice), icon="⚠️")
     with st.expander("The expression language", expanded=False):
         _help()
     _form()
 
     error = st.session_state.get(ERROR_KEY)
     if error:
-        st.error(f"Not compiled: {error}. The last op that compiled is still shown below.", icon="❌")
+        st.error(f"Not compiled: {literal(error)}. The last op that compiled is still shown below.", icon="❌")
 
     source: EditorSource = st.session_state[GOOD_KEY]
     spec = compiled_op(source)
@@ -305,7 +305,7 @@ def page() -> None:
     try:
         _, points, figure = cached_view(source, key)
     except ValueError as problem:  # e.g. a parameter value outside a declared range
-        st.error(f"Cannot sweep this op: {problem}")
+        st.error(f"Cannot sweep this op: {literal(problem)}")
         points = figure = None
     if figure is not None:
         st.plotly_chart(figure, key="editor.figure", config={"displaylogo": False})

@@ -18,7 +18,7 @@ from explorer import state as url_state
 from explorer.metrics import metrics_table
 from explorer.points import display_table, special_points
 from explorer.sweep import sweep
-from explorer.ui.widgets import show_formulas
+from explorer.ui.widgets import literal, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -279,7 +279,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         runs = [(spec.key, {**base, name: value}) for value in values]
         labels = [f"{name} = {value:g}" for value in values]
     for problem in problems:
-        st.warning(f"Ignored compare value {problem}.")
+        st.warning(f"Ignored compare value {literal(problem)}.")
     if not runs:
         st.caption("Pick at least one op or value to compare.")
         return state
@@ -287,7 +287,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         resolved = tuple((key, tuple(sorted(ops.get(key).resolve(p).items()))) for key, p in runs)
         figure, table = cached_compare(resolved, tuple(labels), state.lo, state.hi, state.n, state.dtype, state.upstream)
     except ValueError as error:
-        st.error(f"Cannot compare: {error}")
+        st.error(f"Cannot compare: {literal(error)}")
         return state
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
@@ -301,7 +301,7 @@ def page() -> None:
     state = _sidebar()
     st.session_state[STATE_KEY] = state
     for notice in st.session_state.get(NOTICES_KEY, []):
-        st.warning(notice, icon="⚠️")
+        st.warning(literal(notice), icon="⚠️")
 
     spec = state.spec
     _header(spec)
@@ -311,7 +311,7 @@ def page() -> None:
     try:
         df, points = cached_view(*_key(state))
     except ValueError as error:
-        st.error(f"Cannot sweep: {error}. Change the control named above; everything else is kept.")
+        st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
         df = points = None
 
     if df is not None:

@@ -9,7 +9,9 @@ chart, so the rest of the page stays usable. The training session lives in this 
 from __future__ import annotations
 
 import math
+import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 import pandas as pd
@@ -20,6 +22,7 @@ from explorer import state as url_state
 from explorer import tasks, train
 from explorer.train_figures import loss_figure, prediction_figure, run_colour
 from explorer.ui import editor
+from explorer.ui.widgets import literal
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -27,7 +30,7 @@ RUNNING_KEY = "train.running"
 TARGET_KEY = "train.target_epochs"
 ERROR_KEY = "train.error"
 TICK_SECONDS = 0.5
-TRAIN_SECONDS_PER_TICK = 0.3
+TRAIN_SECONDS_PER_TICK = 0.25  # shared by everyone training at once: the server stays responsive
 MAX_RUNS = 6
 STATUS_BADGES = {
     "ok": ":green-badge[ok]",
@@ -208,6 +211,7 @@ def _on_start(config: TrainConfig | None, epochs: int) -> None:
 
 def _on_stop() -> None:
     st.session_state[RUNNING_KEY] = False
+    _leave_trainers()
 
 
 def _on_step(config: TrainConfig | None) -> None:
@@ -229,21 +233,49 @@ def _on_reset() -> None:
     st.session_state[ERROR_KEY] = None
 
 
+# Which browser sessions are training right now (id -> time of their last tick). Only a count
+# for sharing the CPU; the training state itself lives in each user's session_state.
+_TRAINERS: dict[str, float] = {}
+_TRAINERS_LOCK = threading.Lock()
+
+
+def _training_budget() -> float:
+    """Seconds this tick may train: TRAIN_SECONDS_PER_TICK split between everyone training now,
+    so five people training on two cores still get answers to their slider moves."""
+    me = st.session_state.setdefault("train.id", uuid.uuid4().hex)
+    now = time.monotonic()
+    with _TRAINERS_LOCK:
+        _TRAINERS[me] = now
+        for trainer, last in list(_TRAINERS.items()):
+            if now - last > 4 * TICK_SECONDS:
+                del _TRAINERS[trainer]
+        count = len(_TRAINERS)
+    return TRAIN_SECONDS_PER_TICK / count
+
+
+def _leave_trainers() -> None:
+    with _TRAINERS_LOCK:
+        _TRAINERS.pop(st.session_state.get("train.id", ""), None)
+
+
 def _train_tick(session: train.Session) -> None:
-    """Train every run for about TRAIN_SECONDS_PER_TICK; stop at the target epoch."""
+    """Train every run for this session's share of the tick; stop at the target epoch."""
     target = min(st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS), train.MAX_EPOCHS)
     remaining = target - session.epoch
     if remaining <= 0 or session.finished:
         st.session_state[RUNNING_KEY] = False
+        _leave_trainers()
         return
+    budget = _training_budget()
     seconds_per_epoch = st.session_state.get("train.seconds_per_epoch")
-    epochs = 1 if seconds_per_epoch is None else max(1, int(TRAIN_SECONDS_PER_TICK / max(seconds_per_epoch, 1e-6)))
+    epochs = 1 if seconds_per_epoch is None else max(1, int(budget / max(seconds_per_epoch, 1e-6)))
     epochs = min(epochs, remaining)
     start = time.perf_counter()
     session.step(epochs)
     st.session_state["train.seconds_per_epoch"] = (time.perf_counter() - start) / epochs
     if session.epoch >= target or session.finished:
         st.session_state[RUNNING_KEY] = False
+        _leave_trainers()
 
 
 def _results_table(results: list[train.RunResult]) -> pd.DataFrame:
@@ -297,7 +329,7 @@ def page() -> None:
     user_op = _user_op()
     config, problems, epochs = _controls(user_op)
     for problem in problems:
-        st.warning(problem, icon="⚠️")
+        st.warning(literal(problem), icon="⚠️")
 
     running = st.session_state.get(RUNNING_KEY, False)
     col_start, col_stop, col_step, col_reset, col_log = st.columns([1, 1, 1, 1, 2])
@@ -308,7 +340,7 @@ def page() -> None:
     col_log.toggle("Log-scale loss", key="train.log_y")
 
     if st.session_state.get(ERROR_KEY):
-        st.error(f"Cannot train: {st.session_state[ERROR_KEY]}")
+        st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
     session: train.Session | None = st.session_state.get(SESSION_KEY)
     if session is None:
         st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")

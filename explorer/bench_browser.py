@@ -1,0 +1,505 @@
+"""Browser benchmark: several users training at once on one server, measured from real browsers.
+
+    python -m explorer.bench_browser [--sessions 5] [--seconds 60] [--slider-moves 12] [--json]
+
+Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
+one browser context per user, and has every user open the Explore page with a different op, go
+to the Train page and train that op (custom and true gradient) for ``--seconds``. Meanwhile one
+more context moves a slider on the Explore page again and again. Reported:
+
+- the server's peak memory: the largest sampled sum of VmRSS over the streamlit process and its
+  children (read from ``/proc`` every 0.2 s), and the sum of their VmHWM (each process's own
+  high-water mark; an upper bound of the true peak of the sum);
+- the median time from a slider key press to the updated figure in the browser (the figure's
+  data has changed and the script run is over), idle and with the users training.
+
+The server, browser launch flags, page-state checks and the many-users driver here are shared
+with ``tests/e2e``. Playwright is a development dependency (requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+try:  # a development dependency (requirements-dev.txt); the module still imports without it
+    from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+    from playwright.async_api import async_playwright
+except ImportError:  # pragma: no cover
+    PlaywrightTimeoutError, async_playwright = TimeoutError, None
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+)
+VIEWPORT = {"width": 1400, "height": 1000}
+MEMORY_TARGET_BYTES = 2 * 1024**3
+LATENCY_TARGET_SECONDS = 1.0
+MEMORY_SAMPLE_SECONDS = 0.2
+
+# The app has finished its script run and drawn everything: Streamlit 1.67 sets stApp's
+# data-test-script-state to "initial", "running", "rerunRequested" or "notRunning"; the status
+# widget ("Running...") and skeletons (elements still loading) are gone.
+SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-testid="stSkeleton"]');
+}"""
+
+# A fingerprint of a plotly chart (by Streamlit key, "" = the first chart) built from the data
+# plotly.js actually drew: the trace names and, per trace, the number of points and the sums of
+# the finite x and y values. Null while the chart is not drawn yet.
+FIGURE_JS = """(key) => {
+  const root = key ? document.querySelector('.st-key-' + key.replace(/[^a-zA-Z0-9_-]/g, '-')) : document;
+  const plot = root && root.querySelector('.js-plotly-plot');
+  if (!plot || !plot._fullData) return null;
+  const sum = (values) => Array.from(values || []).reduce((a, v) => (Number.isFinite(v) ? a + v : a), 0);
+  return {
+    titles: (plot.layout.annotations || []).map((a) => a.text),
+    traces: plot._fullData.map((t) => ({name: t.name, n: (t.y || []).length, xsum: sum(t.x), ysum: sum(t.y)})),
+  };
+}"""
+
+
+# Rows of the glide-data-grid behind st.dataframe / st.data_editor, from its accessibility DOM
+# (role=row / role=gridcell); the header row has no gridcells and is dropped.
+GRID_ROWS_JS = """(grid) => Array.from(grid.querySelectorAll('[role="row"]'))
+  .map((row) => Array.from(row.querySelectorAll('[role="gridcell"]')).map((cell) => cell.textContent))
+  .filter((cells) => cells.length > 0)"""
+
+
+def chromium_available() -> bool:
+    return os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A running ``streamlit run app.py``; ``url`` has no trailing slash."""
+
+    url: str
+    process: subprocess.Popen
+    log_path: Path
+
+
+@contextmanager
+def serve_app(port: int | None = None, log_path: Path | None = None, timeout: float = 120.0) -> Iterator[Server]:
+    """Run the app headless on 127.0.0.1 until the block ends (terminate, then kill).
+
+    Ready means ``/_stcore/health`` answers "ok"; the first page load still imports TensorFlow.
+    """
+    port = port or free_port()
+    log_path = log_path or ROOT / "test-artifacts" / "e2e" / "streamlit.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log_path, timeout)
+        yield Server(url, process, log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"streamlit exited with code {process.returncode}; log: {log_path}\n{log_path.read_text()[-2000:]}"
+            )
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().decode().strip() == "ok":
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url}/_stcore/health did not answer 'ok' within {timeout:g} s; log: {log_path}")
+
+
+# -- memory from /proc -------------------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def _status_kib(pid: int, field_name: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS, sum of VmHWM) in bytes over ``pid`` and its descendants."""
+    pids = process_tree(pid)
+    return (
+        sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
+        sum(_status_kib(p, "VmHWM") for p in pids) * 1024,
+    )
+
+
+class MemorySampler:
+    """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
+
+    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_SECONDS):
+        self.pid, self.interval = pid, interval
+        self.peak_rss = self.peak_hwm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss, hwm = tree_memory(self.pid)
+            self.peak_rss, self.peak_hwm = max(self.peak_rss, rss), max(self.peak_hwm, hwm)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# -- async page actions (the e2e tests have sync twins in tests/e2e/conftest.py) ---------------------------
+async def settle(page, timeout: float = 90.0) -> None:
+    await page.wait_for_function(SETTLED_JS, timeout=timeout * 1000)
+
+
+async def figure(page, key: str = "") -> dict | None:
+    return await page.evaluate(FIGURE_JS, key)
+
+
+async def open_explore(page, url: str, op: str, params: dict[str, float] | None = None) -> None:
+    """Load the Explore page (the default page, so at ``/``) with ``op`` and its parameters from the URL."""
+    query = urlencode({"op": op, **{f"p.{name}": value for name, value in (params or {}).items()}})
+    await page.goto(f"{url}/?{query}")
+    await settle(page)
+    await page.wait_for_function(FIGURE_JS, arg="main_figure", timeout=60_000)
+
+
+async def nudge_first_slider(page, key: str = "ArrowRight") -> float:
+    """Press ``key`` on the first sidebar slider; seconds until the main figure has changed and settled."""
+    before = await figure(page, "main_figure")
+    thumb = page.get_by_test_id("stSidebar").get_by_role("slider").first
+    await thumb.focus()
+    start = time.perf_counter()
+    await thumb.press(key)
+    await page.wait_for_function(
+        f"(before) => ({SETTLED_JS})() && JSON.stringify(({FIGURE_JS})('main_figure')) !== JSON.stringify(before)",
+        arg=before,
+        timeout=60_000,
+    )
+    return time.perf_counter() - start
+
+
+async def start_training(page, epochs: int) -> list[list[str]]:
+    """From the Explore page of op X, go to Train (whose default runs are X custom and X true), Start.
+
+    Returns the runs table as it was when Start was pressed."""
+    await page.get_by_test_id("stSidebarNav").get_by_role("link", name="Train").click()
+    await page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).wait_for(timeout=60_000)
+    await settle(page)
+    epochs_input = page.get_by_test_id("stSidebar").get_by_role("spinbutton", name="Epochs", exact=True)
+    await epochs_input.fill(str(epochs))
+    await epochs_input.press("Enter")
+    await settle(page)
+    runs_table = await grid_rows(page, 0)
+    await page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
+    return runs_table
+
+
+async def wait_results(page, timeout: float) -> None:
+    await page.get_by_role("heading", name="Results").wait_for(timeout=timeout * 1000)
+    await settle(page)
+
+
+async def grid_rows(page, index: int = -1) -> list[list[str]]:
+    """Cell texts of the ``index``-th st.dataframe / st.data_editor (a canvas grid: read its accessibility DOM)."""
+    grid = page.get_by_test_id("stDataFrame").nth(index)
+    await grid.scroll_into_view_if_needed()
+    await grid.locator('[role="gridcell"]').first.wait_for(state="attached", timeout=10_000)
+    return await grid.evaluate(GRID_ROWS_JS)
+
+
+@dataclass
+class UserRun:
+    """What one browser context saw."""
+
+    op: str
+    params: dict[str, float] = field(default_factory=dict)
+    explore_title: str = ""  # the Explore page's heading, and its URL's op and parameters
+    explore_query: dict[str, list[str]] = field(default_factory=dict)
+    url: str = ""
+    title: str = ""
+    runs_table: list[list[str]] = field(default_factory=list)  # the Train page's runs editor before Start
+    runs: list[str] = field(default_factory=list)  # the "run" column of the results table
+    loss_points: list[int] = field(default_factory=list)  # points in the loss chart, sampled while training
+    exceptions: int = 0
+    seconds: float = 0.0
+
+
+async def train_as_user(
+    browser,
+    url: str,
+    op: str,
+    epochs: int,
+    stop_after: float | None,
+    screenshot: Path | None = None,
+    params: dict[str, float] | None = None,
+) -> UserRun:
+    """One user: explore ``op`` with ``params``, then train it; stop after ``stop_after`` s (None:
+    until the target epoch); wait for the results table."""
+    context = await browser.new_context(viewport=VIEWPORT)
+    page = await context.new_page()
+    result = UserRun(op, dict(params or {}))
+    start = time.perf_counter()
+    try:
+        await open_explore(page, url, op, params)
+        result.explore_title = await page.locator("h1").first.inner_text()
+        result.explore_query = parse_qs(urlsplit(page.url).query)
+        result.exceptions += await page.get_by_test_id("stException").count()
+        result.runs_table = await start_training(page, epochs)
+        deadline = start + stop_after if stop_after else None
+        while not await page.get_by_role("heading", name="Results").count():
+            data = await figure(page, "train.loss_chart")
+            if data:
+                result.loss_points.append(sum(t["n"] for t in data["traces"]))
+            if deadline and time.perf_counter() > deadline:
+                deadline = None
+                try:
+                    await (
+                        page.get_by_test_id("stMain")
+                        .get_by_role("button", name="Stop", exact=True)
+                        .click(timeout=5_000)
+                    )
+                except PlaywrightTimeoutError:  # it finished first: Stop is disabled
+                    pass
+            await asyncio.sleep(0.5)
+        await wait_results(page, timeout=120)
+        result.url = page.url
+        result.title = await page.locator("h1").first.inner_text()
+        result.runs = [row[0] for row in await grid_rows(page, -1)]
+        result.exceptions += await page.get_by_test_id("stException").count()
+        if screenshot:
+            await page.screenshot(path=str(screenshot), full_page=True)
+    finally:
+        result.seconds = time.perf_counter() - start
+        await context.close()
+    return result
+
+
+async def many_users(
+    url: str,
+    op_keys: Sequence[str],
+    epochs: int,
+    stop_after: float | None = None,
+    screenshot_dir: Path | None = None,
+    params: Sequence[dict[str, float] | None] | None = None,
+) -> list[UserRun]:
+    """``len(op_keys)`` browser contexts in one Chromium, each training its own op at the same time."""
+    params = list(params or [None] * len(op_keys))
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
+        try:
+            return await asyncio.gather(*(
+                train_as_user(browser, url, op, epochs, stop_after,
+                              screenshot_dir / f"user_{i}_{op}.png" if screenshot_dir else None, params[i])
+                for i, op in enumerate(op_keys)
+            ))  # fmt: skip
+        finally:
+            await browser.close()
+
+
+# -- the benchmark ---------------------------------------------------------------------------------------
+@dataclass
+class BenchResult:
+    sessions: int
+    train_seconds: float
+    peak_rss_bytes: int
+    peak_hwm_sum_bytes: int
+    latency_idle_median_s: float
+    latency_loaded_median_s: float
+    latency_loaded_samples: list[float]
+    users: list[dict[str, Any]]
+
+    @property
+    def memory_ok(self) -> bool:
+        return self.peak_rss_bytes < MEMORY_TARGET_BYTES
+
+    @property
+    def latency_ok(self) -> bool:
+        return self.latency_loaded_median_s < LATENCY_TARGET_SECONDS
+
+
+async def _slider_latencies(browser, url: str, op: str, moves: int) -> list[float]:
+    context = await browser.new_context(viewport=VIEWPORT)
+    page = await context.new_page()
+    try:
+        await open_explore(page, url, op)
+        samples = []
+        for _ in range(moves):
+            samples.append(await nudge_first_slider(page))
+            await asyncio.sleep(0.5)  # a user's pace, and time for the trainers to get CPU
+        return samples
+    finally:
+        await context.close()
+
+
+def _slider_ops() -> list[str]:
+    """Ops whose first parameter is a float slider on the Explore page (the latency probes move it)."""
+    import ops
+
+    return [
+        spec.key
+        for spec in map(ops.get, ops.names())
+        if spec.params
+        and not spec.params[0].integer
+        and not (spec.params[0].low > 0 and spec.params[0].high / spec.params[0].low > 1e4)  # a number input
+    ]
+
+
+async def _bench(
+    url: str, op_keys: Sequence[str], seconds: float, moves: int
+) -> tuple[list[float], list[float], list[UserRun]]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
+        try:
+            idle_op, loaded_op = _slider_ops()[:2]
+            idle = await _slider_latencies(browser, url, idle_op, moves)
+            from explorer.train import MAX_EPOCHS
+
+            trainers = asyncio.gather(*(train_as_user(browser, url, op, MAX_EPOCHS, seconds) for op in op_keys))
+            await asyncio.sleep(min(15.0, seconds / 4))  # let every user reach the Train page and start
+            loaded = await _slider_latencies(browser, url, loaded_op, moves)
+            users = await trainers
+            return idle, loaded, users
+        finally:
+            await browser.close()
+
+
+def run_benchmark(sessions: int = 5, seconds: float = 60.0, moves: int = 12) -> BenchResult:
+    import ops
+
+    # one op per user, spread over the families
+    by_family = list(ops.by_family().values())
+    op_keys = [by_family[i % len(by_family)][i // len(by_family)].key for i in range(sessions)]
+    with serve_app(log_path=ROOT / "test-artifacts" / "bench_browser_streamlit.log") as server:
+        with MemorySampler(server.process.pid) as sampler:
+            idle, loaded, users = asyncio.run(_bench(server.url, op_keys, seconds, moves))
+    return BenchResult(
+        sessions=sessions,
+        train_seconds=seconds,
+        peak_rss_bytes=sampler.peak_rss,
+        peak_hwm_sum_bytes=sampler.peak_hwm,
+        latency_idle_median_s=statistics.median(idle),
+        latency_loaded_median_s=statistics.median(loaded),
+        latency_loaded_samples=loaded,
+        users=[asdict(user) | {"loss_points": user.loss_points[-1:]} for user in users],
+    )
+
+
+def _table(result: BenchResult) -> str:
+    gib = 1024**3
+    rows = [
+        ("sessions training", f"{result.sessions} x {result.train_seconds:g} s", ""),
+        ("server peak RSS (sampled sum)", f"{result.peak_rss_bytes / gib:.2f} GiB", "ok" if result.memory_ok else "OVER 2 GiB"),
+        ("server sum of VmHWM (upper bound)", f"{result.peak_hwm_sum_bytes / gib:.2f} GiB", ""),
+        ("slider -> figure, median, idle", f"{result.latency_idle_median_s * 1000:.0f} ms", ""),
+        ("slider -> figure, median, training", f"{result.latency_loaded_median_s * 1000:.0f} ms",
+         "ok" if result.latency_ok else "OVER 1 s"),
+    ]  # fmt: skip
+    lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]
+    for user in result.users:
+        lines.append(
+            f"  user {user['op']:<20} runs={len(user['runs'])} exceptions={user['exceptions']} {user['seconds']:.0f} s"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.bench_browser", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=5, help="users training at the same time (default 5)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long each user trains (default 60)")
+    parser.add_argument(
+        "--slider-moves", type=int, default=12, help="slider changes timed, idle and loaded (default 12)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    args = parser.parse_args(argv)
+    if not 1 <= args.sessions <= 20:
+        raise ValueError(f"--sessions must be in [1, 20], got {args.sessions}")
+    if not 1 <= args.slider_moves <= 100:
+        raise ValueError(f"--slider-moves must be in [1, 100], got {args.slider_moves}")
+    if async_playwright is None:
+        print("The Python package 'playwright' is missing: pip install -r requirements-dev.txt", file=sys.stderr)
+        return 2
+    if not chromium_available():
+        print(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)", file=sys.stderr)
+        return 2
+    result = run_benchmark(args.sessions, args.seconds, args.slider_moves)
+    if args.json:
+        print(json.dumps(asdict(result) | {"memory_ok": result.memory_ok, "latency_ok": result.latency_ok}, indent=2))
+    else:
+        print(_table(result))
+    return 0 if result.memory_ok and result.latency_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

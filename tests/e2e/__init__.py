@@ -1,0 +1,1 @@
+"""Real-browser end-to-end tests (Playwright + Debian Chromium); see conftest.py."""

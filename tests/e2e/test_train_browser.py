@@ -1,0 +1,110 @@
+"""The Train page in a real browser: one user's live training, then five users at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+import ops
+from explorer import bench_browser, train
+from tests.e2e.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.e2e
+
+EPOCHS = 100
+USERS = 5
+USER_EPOCHS = 20
+
+
+def _ops_with_float_param(count: int) -> list[ops.OpSpec]:
+    """``count`` ops from different families first, each with a float first parameter."""
+    families = [[s for s in specs if s.params and not s.params[0].integer] for specs in ops.by_family().values()]
+    picked, depth = [], 0
+    while len(picked) < count:
+        picked += [specs[depth] for specs in families if depth < len(specs)][: count - len(picked)]
+        depth += 1
+    return picked
+
+
+def _labels(spec: ops.OpSpec, params: dict | None = None) -> list[str]:
+    return [train.Run(spec, params or {}, mode).label for mode in ("custom", "true")]
+
+
+def test_training_updates_the_loss_chart_then_shows_results(app):
+    spec = _ops_with_float_param(1)[0]
+    app.open(query={"op": spec.key})
+    app.wait_figure()
+    app.page.get_by_test_id("stSidebarNav").get_by_role("link", name="Train").click()
+    app.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).wait_for()
+    app.settle()
+    epochs = app.page.get_by_test_id("stSidebar").get_by_role("spinbutton", name="Epochs", exact=True)
+    epochs.fill(str(EPOCHS))
+    epochs.press("Enter")
+    app.settle()
+    assert app.grid_rows(0) == [[spec.key, "custom", ""], [spec.key, "true", ""]]
+
+    app.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
+    results = app.page.get_by_role("heading", name="Results")
+    points_seen, shot = [], False
+    deadline = time.monotonic() + 120
+    while not results.count() and time.monotonic() < deadline:
+        data = app.figure("train.loss_chart")
+        if data and data["traces"]:
+            points_seen.append(sum(trace["n"] for trace in data["traces"]))
+            if not shot and points_seen[-1] > 0:
+                app.screenshot("04a_training_live")
+                shot = True
+        time.sleep(0.2)
+    results.wait_for(timeout=10_000)
+    app.settle()
+    app.screenshot("04b_training_results")
+
+    assert app.exceptions() == []
+    updates = sorted(set(points_seen))
+    assert len(updates) >= 2, f"the loss chart did not update while training: {points_seen}"
+    assert points_seen == sorted(points_seen)  # it only grows
+    final = app.figure("train.loss_chart")
+    assert {t["name"]: t["n"] for t in final["traces"]} == dict.fromkeys(_labels(spec), EPOCHS)
+    rows = app.grid_rows(-1)
+    assert [row[0] for row in rows] == _labels(spec)
+    assert [row[4] for row in rows] == [str(EPOCHS)] * 2  # the "epochs" column
+
+
+def test_five_users_at_once_see_only_their_own_op_and_runs(app_server):
+    specs = _ops_with_float_param(USERS)
+    params = []
+    for index, spec in enumerate(specs):
+        param = spec.params[0]
+        params.append({param.name: round(param.low + (0.2 + 0.15 * index) * (param.high - param.low), 2)})
+
+    outcome: dict = {}
+
+    def drive() -> None:  # a thread of its own: the session's sync Playwright owns this thread's loop
+        try:
+            outcome["users"] = asyncio.run(
+                bench_browser.many_users(app_server.url, [s.key for s in specs], USER_EPOCHS,
+                                         screenshot_dir=ARTIFACTS, params=params)
+            )  # fmt: skip
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=drive, daemon=True)
+    worker.start()
+    worker.join(timeout=240)
+    assert not worker.is_alive(), "five users did not finish within 240 s"
+    if "error" in outcome:
+        raise outcome["error"]
+    users = outcome["users"]
+    assert [user.op for user in users] == [spec.key for spec in specs]
+    for spec, user_params, user in zip(specs, params, users, strict=True):
+        name, value = next(iter(user_params.items()))
+        assert user.exceptions == 0, user
+        assert user.explore_title == spec.title
+        assert user.explore_query["op"] == [spec.key]
+        assert float(user.explore_query[f"p.{name}"][0]) == pytest.approx(value)
+        assert user.runs_table == [[spec.key, "custom", ""], [spec.key, "true", ""]]
+        assert user.runs == _labels(spec), user
+        assert len(set(user.loss_points)) >= 2, f"{spec.key}: the loss chart did not update: {user.loss_points}"
