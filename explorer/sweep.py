@@ -218,7 +218,7 @@ def evaluate(
     missing = bool(missing.numpy())
     storage = storage_dtype(dtype)
     return {
-        "x": x_values.astype(storage),
+        "x": x_values.astype(storage, copy=False),
         "forward": _to_numpy(forward, storage),
         "true_grad": np.zeros(x_values.size, storage) if missing else _to_numpy(true_grad, storage),
         "custom_grad": _to_numpy(custom_grad, storage),
