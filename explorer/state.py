@@ -207,16 +207,27 @@ def _compare_from_query(state: ExploreState, text, notices: list[str]) -> Explor
 
     raw_values = text("cmp_values")
     if raw_values is not None and state.compare_param:
-        param = next(p for p in spec.params if p.name == state.compare_param)
-        values: list[float] = []
-        for item in raw_values.split(","):
-            try:
-                values.append(param.validate(_number(item), spec.key))
-            except ValueError:
-                notices.append(f"Ignored compare value '{item.strip()}': {param.name} must be in [{param.low:g}, {param.high:g}].")
+        values, problems = parse_compare_values(spec, state.compare_param, raw_values)
+        notices.extend(f"Ignored compare value {problem}." for problem in problems)
         if values:
-            state = replace(state, compare_values=tuple(dict.fromkeys(values))[:MAX_COMPARE])
+            state = replace(state, compare_values=values)
     return state
+
+
+def parse_compare_values(spec: ops.OpSpec, name: str, text: str) -> tuple[tuple[float, ...], list[str]]:
+    """``"0.5, 1, 2"`` -> valid, distinct values of parameter ``name`` (at most MAX_COMPARE), and
+    a message for each item that is not a number in the parameter's range."""
+    param = next(p for p in spec.params if p.name == name)
+    values: list[float] = []
+    problems: list[str] = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            values.append(param.validate(_number(item), spec.key))
+        except ValueError:
+            problems.append(f"'{item.strip()}': {name} must be a number in [{param.low:g}, {param.high:g}]")
+    return tuple(dict.fromkeys(values))[:MAX_COMPARE], problems
 
 
 def _fmt(value: float) -> str:

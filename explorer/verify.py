@@ -209,17 +209,15 @@ def check_shape_dtype(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
             except Exception as error:  # noqa: BLE001
                 problems.append(f"{where}: computing output and gradient raised {_error_text(error)}")
                 continue
-            if tuple(y.shape) != shape:
-                problems.append(f"{where}: output has shape {tuple(y.shape)}")
-            if y.dtype.name != dtype:
-                problems.append(f"{where}: output dtype is {y.dtype.name}")
             if grad is None:
                 problems.append(f"{where}: gradient is None")
-                continue
-            if tuple(grad.shape) != shape:
-                problems.append(f"{where}: gradient has shape {tuple(grad.shape)}")
-            if grad.dtype.name != dtype:
-                problems.append(f"{where}: gradient dtype is {grad.dtype.name}")
+            for what, tensor in (("output", y), ("gradient", grad)):
+                if tensor is None:
+                    continue
+                if tuple(tensor.shape) != shape:
+                    problems.append(f"{where}: {what} has shape {tuple(tensor.shape)}")
+                if tensor.dtype.name != dtype:
+                    problems.append(f"{where}: {what} dtype is {tensor.dtype.name}")
     cases = len(SHAPE_DTYPES) * len(SHAPES)
     if problems:
         shown = "; ".join(problems[:2]) + (f"; and {len(problems) - 2} more" if len(problems) > 2 else "")

@@ -126,21 +126,6 @@ def _on_reset() -> None:
     st.session_state[NOTICES_KEY] = []
 
 
-def _parse_compare_values(spec: ops.OpSpec, name: str, text: str) -> tuple[tuple[float, ...], list[str]]:
-    if not name:
-        return (), []
-    param = next(p for p in spec.params if p.name == name)
-    values, problems = [], []
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        try:
-            values.append(param.validate(float(item), spec.key))
-        except ValueError:
-            problems.append(f"'{item.strip()}' is not a number in [{param.low:g}, {param.high:g}]")
-    return tuple(dict.fromkeys(values))[: url_state.MAX_COMPARE], problems
-
-
 # -- widgets ---------------------------------------------------------------------------------------------
 def _op_label(key: str) -> str:
     spec = ops.get(key)
@@ -273,7 +258,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         col_name, col_values = st.columns([1, 2])
         name = col_name.selectbox("Parameter", spec.param_names, key="w.cmp_param", on_change=_on_compare_param_change)
         text = col_values.text_input("Values (comma-separated)", key="w.cmp_values")
-        values, problems = _parse_compare_values(spec, name, text)
+        values, problems = url_state.parse_compare_values(spec, name, text)
         state = replace(state, compare="param", compare_param=name, compare_values=values or state.compare_values)
         base = state.resolved_params()
         runs = [(spec.key, {**base, name: value}) for value in values]
