@@ -58,6 +58,7 @@ VIEWPORT = {"width": 1400, "height": 1000}
 MEMORY_TARGET_BYTES = 2 * 1024**3
 LATENCY_TARGET_SECONDS = 1.0
 MEMORY_SAMPLE_SECONDS = 0.2
+RESULTS_TIMEOUT_SECONDS = 180.0  # a user still without results this long after Start (+ stop_after) is a failure
 
 # The app has finished its script run and drawn everything: Streamlit 1.67 sets stApp's
 # data-test-script-state to "initial", "running", "rerunRequested" or "notRunning"; the status
@@ -292,8 +293,10 @@ class UserRun:
     runs_table: list[list[str]] = field(default_factory=list)  # the Train page's runs editor before Start
     runs: list[str] = field(default_factory=list)  # the "run" column of the results table
     loss_points: list[int] = field(default_factory=list)  # points in the loss chart, sampled while training
+    final_loss_points: dict[str, int] = field(default_factory=dict)  # per run, once the results are shown
     exceptions: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole visit: explore, go to Train, train, results
+    start_to_results_s: float = 0.0  # from the Start click to the Results heading on screen
 
 
 async def train_as_user(
@@ -317,8 +320,15 @@ async def train_as_user(
         result.explore_query = parse_qs(urlsplit(page.url).query)
         result.exceptions += await page.get_by_test_id("stException").count()
         result.runs_table = await start_training(page, epochs)
+        started = time.perf_counter()
         deadline = start + stop_after if stop_after else None
+        give_up = started + (stop_after or 0.0) + RESULTS_TIMEOUT_SECONDS
         while not await page.get_by_role("heading", name="Results").count():
+            if time.perf_counter() > give_up:
+                progress = await page.get_by_test_id("stProgress").all_inner_texts()
+                if screenshot:
+                    await page.screenshot(path=str(screenshot.with_name(f"NO_RESULTS_{screenshot.name}")), full_page=True)
+                raise TimeoutError(f"{op}: no results {RESULTS_TIMEOUT_SECONDS:g} s after training should end; progress {progress}")
             data = await figure(page, "train.loss_chart")
             if data:
                 result.loss_points.append(sum(t["n"] for t in data["traces"]))
@@ -334,9 +344,12 @@ async def train_as_user(
                     pass
             await asyncio.sleep(0.5)
         await wait_results(page, timeout=120)
+        result.start_to_results_s = time.perf_counter() - started
         result.url = page.url
         result.title = await page.locator("h1").first.inner_text()
         result.runs = [row[0] for row in await grid_rows(page, -1)]
+        final = await figure(page, "train.loss_chart")
+        result.final_loss_points = {trace["name"]: trace["n"] for trace in (final or {}).get("traces", [])}
         result.exceptions += await page.get_by_test_id("stException").count()
         if screenshot:
             await page.screenshot(path=str(screenshot), full_page=True)
@@ -426,7 +439,11 @@ async def _bench(
             idle = await _slider_latencies(browser, url, idle_op, moves)
             from explorer.train import MAX_EPOCHS
 
-            trainers = asyncio.gather(*(train_as_user(browser, url, op, MAX_EPOCHS, seconds) for op in op_keys))
+            shots = ROOT / "test-artifacts" / "bench_browser"
+            shots.mkdir(parents=True, exist_ok=True)
+            trainers = asyncio.gather(
+                *(train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png") for op in op_keys)
+            )
             await asyncio.sleep(min(15.0, seconds / 4))  # let every user reach the Train page and start
             loaded = await _slider_latencies(browser, url, loaded_op, moves)
             users = await trainers
@@ -469,7 +486,8 @@ def _table(result: BenchResult) -> str:
     lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]
     for user in result.users:
         lines.append(
-            f"  user {user['op']:<20} runs={len(user['runs'])} exceptions={user['exceptions']} {user['seconds']:.0f} s"
+            f"  user {user['op']:<20} runs={len(user['runs'])} exceptions={user['exceptions']} "
+            f"visit {user['seconds']:.0f} s, Start to results {user['start_to_results_s']:.1f} s"
         )
     return "\n".join(lines)
 

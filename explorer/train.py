@@ -9,8 +9,12 @@ Fairness: every run starts from the same weights (built once from the seed and c
 ``set_weights``) and sees the same mini-batches in the same order (:func:`batch_order`).
 
 Speed: one ``Model.fit`` call trains a chunk of real epochs: its single Keras ``train_step`` loops
-over the chunk's epochs and each epoch's mini-batches in-graph, XLA-compiled, so Python, Keras
-and kernel-launch overhead is paid per chunk, not per epoch or batch. Each real epoch writes one
+over the chunk's epochs and each epoch's mini-batches in-graph, so Python, Keras and kernel-launch
+overhead is paid per chunk, not per epoch or batch. A run starts with a plain ``tf.function`` step
+(traced in ~0.2 s) and moves to an XLA-compiled one (~0.6 s to compile, then up to 5x faster per
+step) at epoch :attr:`Session.xla_from_epoch`, once it has taken ``XLA_AFTER_STEPS`` optimisation
+steps: a short session never pays for XLA, a long one soon earns it back. The switch is at a fixed
+epoch of the configuration, so a session gives the same numbers however it is stepped. Each real epoch writes one
 history row into a variable that the streaming callback reads after the chunk.
 
 History rows (one per real epoch, ``epoch`` counted from 1) describe the weights the epoch
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +69,15 @@ DEFAULT_WIDTH = 16
 CHUNK_SECONDS = 0.1
 MAX_EPOCHS_PER_CHUNK = 500
 ORDER_BUFFER_POINTS = 2**20  # mini-batch chunks carry their epochs' point orders: cap the buffer
-FIRST_CHUNK_WORK = 5e7  # points x parameters of the first chunk, before any speed was measured
+# The first chunk, before any speed was measured: at most this much arithmetic (points x parameters
+# per epoch) and this many optimisation steps (each costs ~0.1 ms more than its arithmetic).
+FIRST_CHUNK_WORK = 5e7
+FIRST_CHUNK_STEPS = 1000
+# Measured on 2 cores, per run: XLA costs ~0.5 s more to compile than a plain tf.function and saves
+# 0.1-0.2 ms per optimisation step of the small nets (0.9 ms at width 64, depth 3, 512 points), so it
+# pays for itself after some 600-6,000 steps. Switching after 2,000 keeps a session within a small
+# factor of the better choice made in hindsight (the ski-rental rule) without a cost model.
+XLA_AFTER_STEPS = 2000
 
 _RECORD_FIELDS = ("loss", "accuracy", "grad_norm", "dead_fraction")
 FIRST_HIDDEN = "dense_1"
@@ -330,8 +343,9 @@ class _RunState:
     fit_seconds: list[float] = field(default_factory=list)
     fit_steps: list[int] = field(default_factory=list)
     fit_warm: list[bool] = field(default_factory=list)  # False for the fit that traced and compiled
-    compiled: bool = False
-    jit_compile: bool = True
+    compiled: bool = False  # the current training step has been traced (and compiled)
+    jit_compile: bool = False
+    xla_failed: bool = False  # XLA could not compile this run's step (a user op): it stays plain
     optimizer_start: list[np.ndarray] = field(default_factory=list)
 
 
@@ -369,7 +383,13 @@ class _StreamEpochs(keras.callbacks.Callback):
 class Session:
     """Built models plus optimiser state for a list of runs; :meth:`step` trains all of them for
     a few more epochs (resumable: the page can step one epoch at a time), :meth:`results` reads
-    the outcome so far. All runs share initial weights and batch order."""
+    the outcome so far. All runs share initial weights and batch order.
+
+    Thread-safe: :meth:`step`, :meth:`reset`, :meth:`results` and :meth:`snapshot` take the
+    session's lock. Streamlit starts a new script run on a click while the superseded one may
+    still be inside ``step`` (its "fast reruns"); without the lock the new run would read a
+    half-trained chunk (one run's rows, the other's not, ``epoch`` not yet advanced).
+    """
 
     def __init__(
         self,
@@ -408,14 +428,18 @@ class Session:
             self.epochs_per_chunk = _check_int("epochs_per_chunk", epochs_per_chunk, 1, MAX_EPOCHS_PER_CHUNK)
         self.epoch = 0  # epochs done by every run still training
         self._stop_requested = False
+        self._lock = threading.RLock()
         start = time.perf_counter()
         template = build_model(self.dataset.input_dim, None, width=self.width, depth=self.depth, seed=self.seed)
         self.initial_weights = template.get_weights()
         template_seconds = time.perf_counter() - start
+        batch = min(self.batch_size or self.dataset.n, self.dataset.n)
+        steps_per_epoch = math.ceil(self.dataset.n / batch)
+        self.xla_from_epoch = math.ceil(XLA_AFTER_STEPS / steps_per_epoch)
         self._states = [self._build(run) for run in self.runs]
         self._states[0].build_seconds += template_seconds  # built once; booked to the first run
         parameters = self._states[0].net.count_params()
-        first = int(FIRST_CHUNK_WORK // (self.dataset.n * parameters))
+        first = min(int(FIRST_CHUNK_WORK // (self.dataset.n * parameters)), FIRST_CHUNK_STEPS // steps_per_epoch)
         self._chunk = self.epochs_per_chunk if not self._adaptive_chunks else max(1, min(self.epochs_per_chunk, first))
 
     # -- building ---------------------------------------------------------------------------
@@ -425,20 +449,26 @@ class Session:
         net.set_weights(self.initial_weights)
         trainer = _ChunkTrainer(net, self.dataset, self.batch_size)
         state = _RunState(run=run, net=net, trainer=trainer)
-        self._compile(state, jit_compile=True)
+        optimizer = OPTIMIZERS[self.optimizer](learning_rate=self.learning_rate)
+        optimizer.build(net.trainable_variables)
+        trainer.compile(optimizer=optimizer, jit_compile=False)
+        state.optimizer_start = [variable.numpy() for variable in optimizer.variables]
         state.build_seconds = time.perf_counter() - start
         return state
 
-    def _compile(self, state: _RunState, jit_compile: bool) -> None:
-        optimizer = OPTIMIZERS[self.optimizer](learning_rate=self.learning_rate)
-        optimizer.build(state.net.trainable_variables)
-        state.trainer.compile(optimizer=optimizer, jit_compile=jit_compile)
+    def _use_xla(self, state: _RunState, jit_compile: bool) -> None:
+        """Recompile the run's training step with or without XLA; weights and optimiser state stay."""
+        state.trainer.compile(optimizer=state.trainer.optimizer, jit_compile=jit_compile)
         state.jit_compile = jit_compile
-        state.optimizer_start = [variable.numpy() for variable in optimizer.variables]
+        state.compiled = False
 
     def reset(self) -> None:
         """Back to epoch 0: initial weights, fresh optimiser state, empty histories; compiled
         functions are kept (so a second pass measures warm speed)."""
+        with self._lock:
+            self._reset()
+
+    def _reset(self) -> None:
         for state in self._states:
             state.net.set_weights(self.initial_weights)
             for variable, value in zip(state.trainer.optimizer.variables, state.optimizer_start, strict=True):
@@ -467,13 +497,38 @@ class Session:
         *,
         on_epoch: Callable[[int, int, dict], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        seconds: float | None = None,
     ) -> list[RunResult]:
-        """Train every still-running run for ``epochs`` more epochs, interleaved chunk by chunk.
+        """Train every still-running run for up to ``epochs`` more epochs, interleaved chunk by chunk.
 
         ``on_epoch(run_index, epoch, row)`` is called once per epoch and run; ``should_stop()``
         is checked after every chunk but the last (a chunk is about ``CHUNK_SECONDS`` of training
         per run, at most ``epochs_per_chunk`` epochs); True marks the runs still training "stopped".
+        ``seconds`` pauses (no status change) after the first chunk that ends past that wall time:
+        a page sharing the server trains for a time budget, and the chunk size, not a guess of
+        epochs per second, decides how much work one call does.
         """
+        with self._lock:
+            return self._step(epochs, on_epoch, should_stop, seconds)
+
+    def train_to(self, target_epoch: int, *, seconds: float | None = None) -> int:
+        """Train towards epoch ``target_epoch`` (for at most about ``seconds``); return the epoch reached.
+
+        Reads the epoch under the lock, so two callers aiming at the same target never overshoot it.
+        """
+        with self._lock:
+            remaining = min(target_epoch, MAX_EPOCHS) - self.epoch
+            if remaining > 0 and not self.finished:
+                self._step(remaining, None, None, seconds)
+            return self.epoch
+
+    def snapshot(self) -> tuple[int, list[RunResult]]:
+        """``(epoch, results)`` read together, between two chunks."""
+        with self._lock:
+            return self.epoch, self.results()
+
+    def _step(self, epochs: int, on_epoch, should_stop, seconds: float | None) -> list[RunResult]:
+        started = time.perf_counter()
         epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
         if self.epoch + epochs > MAX_EPOCHS:
             raise ValueError(
@@ -482,6 +537,10 @@ class Session:
         target = self.epoch + epochs
         while self.epoch < target and not self.finished:
             count = min(self._chunk, target - self.epoch)
+            if self.epoch < self.xla_from_epoch:
+                count = min(count, self.xla_from_epoch - self.epoch)  # the switch is at the same epoch always
+            if seconds is not None:  # within the budget, once the speed is known
+                count = min(count, self._epochs_within(seconds - (time.perf_counter() - started)) or count)
             element = self._chunk_element(count)
             last_chunk = self.epoch + count >= target  # nothing left to interrupt after it
             for index, state in enumerate(self._states):
@@ -496,19 +555,41 @@ class Session:
                     if state.status is None:
                         state.status = "stopped"
                 break
+            if seconds is not None and time.perf_counter() - started >= seconds:
+                break
         return self.results()
 
+    def _seconds_per_epoch(self) -> float | None:
+        """Seconds one epoch of every training run takes, from the fastest warm fit of each (None
+        while a run has no warm fit: its only fit also traced the step).
+
+        A fit's time also holds a fixed per-call overhead (Keras, Python, launching the step) that
+        grows with the server's load. The fastest rate ever seen is the least affected by it, so
+        chunk lengths planned from it do not shrink into all-overhead chunks under load.
+        """
+        total = 0.0
+        for state in self._states:
+            if state.status is not None:
+                continue
+            timed = zip(state.fit_seconds, state.fit_steps, state.fit_warm, strict=True)
+            rates = [sec * state.trainer.batches_per_epoch / steps for sec, steps, warm in timed if warm and steps > 0]
+            if not rates:
+                return None
+            total += min(rates)
+        return total or None
+
+    def _epochs_within(self, seconds: float) -> int | None:
+        per_epoch = self._seconds_per_epoch()
+        return None if per_epoch is None else max(1, int(seconds / per_epoch))
+
     def _adapt_chunk(self) -> None:
-        """Next chunk length from the slowest run's last warm fit (the first fit also compiles)."""
+        """Next chunk length: about ``CHUNK_SECONDS`` of training per run."""
         if not self._adaptive_chunks:
             return
-        per_epoch = [
-            state.fit_seconds[-1] / (state.fit_steps[-1] / state.trainer.batches_per_epoch)
-            for state in self._states
-            if state.fit_warm and state.fit_warm[-1] and state.fit_steps[-1] > 0
-        ]
-        if per_epoch:
-            self._chunk = max(1, min(self.epochs_per_chunk, int(CHUNK_SECONDS / max(per_epoch))))
+        training = sum(state.status is None for state in self._states)
+        planned = self._epochs_within(CHUNK_SECONDS * max(training, 1))
+        if planned is not None:
+            self._chunk = max(1, min(self.epochs_per_chunk, planned))
 
     def _chunk_element(self, count: int) -> tuple:
         """What one train_step consumes: (first epoch, count[, padded orders of every chunk slot])."""
@@ -527,13 +608,18 @@ class Session:
         callback = _StreamEpochs(self, index, self.epoch, count, on_epoch, should_stop)
         rows_before = len(state.rows)
         start = time.perf_counter()
+        xla = self.epoch >= self.xla_from_epoch and not state.xla_failed
+        if state.jit_compile != xla:
+            self._use_xla(state, xla)
         try:
             state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
-            if not state.jit_compile or state.rows:
+            if not state.jit_compile:
                 raise
-            # an op that XLA cannot compile (possible for user ops): the same step without XLA
-            self._compile(state, jit_compile=False)
+            # an op that XLA cannot compile (possible for user ops; it fails before any step ran):
+            # the same step without XLA, for the rest of the session
+            state.xla_failed = True
+            self._use_xla(state, False)
             state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
         state.fit_seconds.append(time.perf_counter() - start)
         state.fit_steps.append((len(state.rows) - rows_before) * state.trainer.batches_per_epoch)
@@ -543,7 +629,8 @@ class Session:
     # -- results ----------------------------------------------------------------------------
     def results(self) -> list[RunResult]:
         """A snapshot of every run (usable while training is paused)."""
-        return [self._result(state) for state in self._states]
+        with self._lock:
+            return [self._result(state) for state in self._states]
 
     def _result(self, state: _RunState) -> RunResult:
         columns = [

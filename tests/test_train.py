@@ -246,6 +246,43 @@ def test_should_stop_marks_runs_stopped_after_the_current_chunk():
     assert len(session.step(5)[0].history) == 4  # a stopped session trains no more
 
 
+def test_a_time_budget_pauses_without_changing_status():
+    session = train.Session("sine", [train.Run("atan")], epochs_per_chunk=5)
+    results = session.step(100, seconds=0.0)  # past the budget after the first chunk (not yet timed)
+    assert session.epoch == 5 and len(results[0].history) == 5
+    assert results[0].status == "ok" and not session.finished
+    session.step(100, seconds=60.0)  # a budget that is not reached: all the epochs asked for
+    assert session.epoch == 105
+
+
+def test_a_time_budget_sizes_the_chunk_from_the_fastest_measured_speed():
+    session = train.Session("sine", [train.Run("atan")], epochs_per_chunk=50)
+    session.step(100)  # a cold chunk, then a warm one: the speed is known
+    session.step(100, seconds=1e-9)  # less than any epoch takes: exactly one epoch, not a chunk of 50
+    assert session.epoch == 101
+    session.step(100, seconds=1e-9)  # a one-epoch fit is mostly overhead, but the speed stays the fastest seen
+    rates = [sec / steps for sec, steps in zip(session._states[0].fit_seconds[1:], session._states[0].fit_steps[1:], strict=True)]
+    assert session._seconds_per_epoch() == pytest.approx(min(rates))
+
+
+def test_the_move_to_xla_is_at_a_fixed_epoch_so_stepping_does_not_change_the_numbers(monkeypatch):
+    monkeypatch.setattr(train, "XLA_AFTER_STEPS", 12)  # 4 mini-batches per epoch: XLA from epoch 3
+    runs = [train.Run("atan"), train.Run("ste_sign", mode="true")]
+    stepped = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
+    whole = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
+    assert stepped.xla_from_epoch == 3
+    for _ in range(7):
+        stepped.step(1)
+    whole.step(7)
+    assert [state.jit_compile for state in whole._states] == [True, True]
+    for a, b in zip(stepped.results(), whole.results(), strict=True):
+        pd.testing.assert_frame_equal(a.history, b.history)
+        assert all(np.array_equal(x, y) for x, y in zip(a.model.get_weights(), b.model.get_weights(), strict=True))
+    first = whole.results()[0].history
+    whole.reset()  # back before the switch: the plain step again, then XLA at the same epoch
+    pd.testing.assert_frame_equal(whole.step(7)[0].history, first)
+
+
 def test_step_by_step_equals_one_call_and_reset_replays():
     runs = [train.Run("triangle")]
     stepped = train.Session("moons", runs, epochs_per_chunk=3, seed=4)
@@ -323,3 +360,23 @@ def test_user_op_that_xla_cannot_compile_still_trains():
     result = train.compare("xor", [train.Run(spec)], epochs=20)[0]
     assert result.status == "ok" and len(result.history) == 20
     assert (result.history["grad_norm"] > 0).all()
+
+
+def test_train_to_never_passes_the_target_and_a_reader_waits_for_a_whole_chunk():
+    import threading
+
+    session = train.Session("xor", [train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=50)
+    seen = []
+
+    def read_while_training():
+        epoch, results = session.snapshot()
+        seen.append((epoch, [len(r.history) for r in results]))
+
+    trainer = threading.Thread(target=session.train_to, args=(150,))
+    trainer.start()
+    for _ in range(20):
+        read_while_training()
+    trainer.join()
+    assert session.train_to(150) == 150 and session.train_to(120) == 150  # already there: nothing more
+    # every snapshot is between chunks: both runs have exactly `epoch` rows
+    assert all(rows == [epoch, epoch] for epoch, rows in seen), seen

@@ -4,6 +4,17 @@ Training runs inside an ``st.fragment`` that re-executes every half second while
 training: each tick trains every run for a short chunk of epochs and redraws the live loss
 chart, so the rest of the page stays usable. The training session lives in this user's
 ``st.session_state`` only.
+
+Two rules keep the page right under load (several users, slow reruns):
+
+* Start and Step act on the controls as they are in the run the click triggers, never on values
+  bound into a callback at the previous render: their callbacks only record the request, and the
+  page body carries it out after it has read every control.
+* What the training view shows is derived from the session on every run of the fragment, full or
+  partial: progress, chart and, once training is over, the results. When the last tick ends, the
+  page still asks for a full rerun (to re-enable the buttons and stop the timer), but the results
+  no longer depend on that rerun reaching the browser: a timer tick that lands after it draws
+  them too.
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ CONFIG_KEY = "train.config"
 RUNNING_KEY = "train.running"
 TARGET_KEY = "train.target_epochs"
 ERROR_KEY = "train.error"
+REQUEST_KEY = "train.request"  # "start" or "step", set by a button's callback, done by the page body
+PREDICTIONS_KEY = "train.predictions"  # (session id, epoch, predictions): drawn once per finished state
 TICK_SECONDS = 0.5
 TRAIN_SECONDS_PER_TICK = 0.25  # shared by everyone training at once: the server stays responsive
 MAX_RUNS = 6
@@ -199,31 +212,38 @@ def _ensure_session(config: TrainConfig) -> train.Session | None:
     return st.session_state[SESSION_KEY]
 
 
-def _on_start(config: TrainConfig | None, epochs: int) -> None:
-    if config is None:
+def _request(action: str) -> None:
+    """Button callback: remember what was asked; :func:`_carry_out` does it with this run's controls."""
+    st.session_state[REQUEST_KEY] = action
+
+
+def _carry_out(config: TrainConfig | None, epochs: int) -> None:
+    """Do the Start or Step asked for in this interaction, with the controls as this run read them.
+
+    A callback's ``args`` are bound when the page last rendered, so a value typed just before the
+    click (the click takes the focus and sends both in one interaction) would be lost there.
+    """
+    action = st.session_state.pop(REQUEST_KEY, None)
+    if action is None or config is None:
         return
-    st.session_state[SESSION_KEY] = None  # Start always begins from the initial weights
-    session = _ensure_session(config)
-    if session is not None:
-        st.session_state[TARGET_KEY] = epochs
-        st.session_state[RUNNING_KEY] = True
+    if action == "start":
+        st.session_state[SESSION_KEY] = None  # Start always begins from the initial weights
+        if _ensure_session(config) is not None:
+            st.session_state[TARGET_KEY] = epochs
+            st.session_state[RUNNING_KEY] = True
+    elif action == "step":
+        st.session_state[RUNNING_KEY] = False
+        session = _ensure_session(config)
+        if session is not None and not session.finished:
+            try:
+                session.step(1)
+            except ValueError as error:
+                st.session_state[ERROR_KEY] = str(error)
 
 
 def _on_stop() -> None:
     st.session_state[RUNNING_KEY] = False
     _leave_trainers()
-
-
-def _on_step(config: TrainConfig | None) -> None:
-    if config is None:
-        return
-    st.session_state[RUNNING_KEY] = False
-    session = _ensure_session(config)
-    if session is not None and not session.finished:
-        try:
-            session.step(1)
-        except ValueError as error:
-            st.session_state[ERROR_KEY] = str(error)
 
 
 def _on_reset() -> None:
@@ -261,19 +281,8 @@ def _leave_trainers() -> None:
 def _train_tick(session: train.Session) -> None:
     """Train every run for this session's share of the tick; stop at the target epoch."""
     target = min(st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS), train.MAX_EPOCHS)
-    remaining = target - session.epoch
-    if remaining <= 0 or session.finished:
-        st.session_state[RUNNING_KEY] = False
-        _leave_trainers()
-        return
-    budget = _training_budget()
-    seconds_per_epoch = st.session_state.get("train.seconds_per_epoch")
-    epochs = 1 if seconds_per_epoch is None else max(1, int(budget / max(seconds_per_epoch, 1e-6)))
-    epochs = min(epochs, remaining)
-    start = time.perf_counter()
-    session.step(epochs)
-    st.session_state["train.seconds_per_epoch"] = (time.perf_counter() - start) / epochs
-    if session.epoch >= target or session.finished:
+    epoch = session.train_to(target, seconds=_training_budget())
+    if epoch >= target or session.finished:
         st.session_state[RUNNING_KEY] = False
         _leave_trainers()
 
@@ -298,16 +307,25 @@ def _results_table(results: list[train.RunResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _live_view(session: train.Session) -> None:
-    running = st.session_state.get(RUNNING_KEY, False)
-    if running:
+def _training_view() -> None:
+    """Progress, status, live loss chart and, once training is over, the results.
+
+    Runs as a fragment; everything is derived from the session, so any run of it (a timer tick,
+    or the full rerun asked for when training ends) shows the same thing for the same state.
+    """
+    session: train.Session | None = st.session_state.get(SESSION_KEY)
+    if session is None:
+        return
+    was_running = st.session_state.get(RUNNING_KEY, False)
+    if was_running:
         _train_tick(session)
-    results = session.results()
+    running = st.session_state.get(RUNNING_KEY, False)
+    epoch, results = session.snapshot()  # consistent even if a superseded run is still training it
     target = max(1, st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS))
-    st.progress(min(1.0, session.epoch / target), text=f"epoch {session.epoch} of {target}")
+    st.progress(min(1.0, epoch / target), text=f"epoch {epoch} of {target}")
     badges = []
     for index, result in enumerate(results):
-        status = "training" if st.session_state.get(RUNNING_KEY) and result.status == "ok" else result.status
+        status = "training" if running and result.status == "ok" else result.status
         colour = run_colour(index)
         badges.append(f"<span style='color:{colour}'>■</span> {result.run.label} {STATUS_BADGES.get(status, status)}")
     st.markdown(" &nbsp; ".join(badges), unsafe_allow_html=True)
@@ -316,46 +334,23 @@ def _live_view(session: train.Session) -> None:
         loss_figure([r.history for r in results], [r.run.label for r in results], log_y=log_y),
         key="train.loss_chart",
     )
-    if running and not st.session_state.get(RUNNING_KEY):
-        st.rerun(scope="app")  # finished: redraw the whole page with the results
+    if was_running and not running:
+        st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
+    if not running and epoch > 0:
+        _results_view(session, epoch, results)
 
 
-def page() -> None:
-    st.title("Train: what a gradient choice does to learning")
-    st.caption(
-        "Every run starts from the same initial weights and sees the same batches in the same order, "
-        "so differences come from the gradient alone."
-    )
-    user_op = _user_op()
-    config, problems, epochs = _controls(user_op)
-    for problem in problems:
-        st.warning(literal(problem), icon="⚠️")
+def _predictions(session: train.Session, epoch: int, results: list[train.RunResult]) -> list[train.GridPrediction]:
+    """Each model on a grid, computed once per (session, epoch): late timer ticks redraw for free."""
+    key = (id(session), epoch)
+    cached = st.session_state.get(PREDICTIONS_KEY)
+    if cached is None or cached[0] != key:
+        predictions = [train.predict_grid(result.model, session.dataset, resolution=80) for result in results]
+        st.session_state[PREDICTIONS_KEY] = cached = (key, predictions)
+    return cached[1]
 
-    running = st.session_state.get(RUNNING_KEY, False)
-    col_start, col_stop, col_step, col_reset, col_log = st.columns([1, 1, 1, 1, 2])
-    col_start.button("Start", type="primary", on_click=_on_start, args=(config, epochs), disabled=config is None or running, width="stretch")
-    col_stop.button("Stop", on_click=_on_stop, disabled=not running, width="stretch")
-    col_step.button("Step", on_click=_on_step, args=(config,), disabled=config is None or running, width="stretch", help="train one epoch")
-    col_reset.button("Reset", on_click=_on_reset, width="stretch", help="discard the trained models")
-    col_log.toggle("Log-scale loss", key="train.log_y")
 
-    if st.session_state.get(ERROR_KEY):
-        st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
-    session: train.Session | None = st.session_state.get(SESSION_KEY)
-    if session is None:
-        st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
-        return
-    if config is not None and st.session_state.get(CONFIG_KEY) != config and not running:
-        st.info("The settings changed since this session was trained: **Start** trains with the new settings.")
-
-    live = st.fragment(run_every=TICK_SECONDS if running else None)(_live_view)
-    live(session)
-    if st.session_state.get(RUNNING_KEY):
-        return
-
-    results = session.results()
-    if not results or session.epoch == 0:
-        return
+def _results_view(session: train.Session, epoch: int, results: list[train.RunResult]) -> None:
     st.subheader("Results")
     st.dataframe(
         _results_table(results),
@@ -372,7 +367,7 @@ def page() -> None:
             st.warning(f"**{result.run.label}**: {STATUS_HELP[result.status]}.", icon="⚠️")
     dataset = session.dataset
     st.subheader("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves")
-    predictions = [train.predict_grid(result.model, dataset, resolution=80) for result in results]
+    predictions = _predictions(session, epoch, results)
     st.plotly_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
     history = pd.concat([r.history.assign(run=r.run.label) for r in results], ignore_index=True)
     st.download_button(
@@ -382,3 +377,42 @@ def page() -> None:
         mime="text/csv",
         on_click="ignore",
     )
+
+
+def page() -> None:
+    st.title("Train: what a gradient choice does to learning")
+    st.caption(
+        "Every run starts from the same initial weights and sees the same batches in the same order, "
+        "so differences come from the gradient alone."
+    )
+    user_op = _user_op()
+    config, problems, epochs = _controls(user_op)
+    for problem in problems:
+        st.warning(literal(problem), icon="⚠️")
+    _carry_out(config, epochs)
+
+    running = st.session_state.get(RUNNING_KEY, False)
+    col_start, col_stop, col_step, col_reset, col_log = st.columns([1, 1, 1, 1, 2])
+    col_start.button(
+        "Start", type="primary", on_click=_request, args=("start",), disabled=config is None or running, width="stretch"
+    )
+    col_stop.button("Stop", on_click=_on_stop, disabled=not running, width="stretch")
+    col_step.button(
+        "Step",
+        on_click=_request,
+        args=("step",),
+        disabled=config is None or running,
+        width="stretch",
+        help="train one epoch",
+    )
+    col_reset.button("Reset", on_click=_on_reset, width="stretch", help="discard the trained models")
+    col_log.toggle("Log-scale loss", key="train.log_y")
+
+    if st.session_state.get(ERROR_KEY):
+        st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
+    if st.session_state.get(SESSION_KEY) is None:
+        st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
+        return
+    if config is not None and st.session_state.get(CONFIG_KEY) != config and not running:
+        st.info("The settings changed since this session was trained: **Start** trains with the new settings.")
+    st.fragment(run_every=TICK_SECONDS if running else None)(_training_view)()
