@@ -115,11 +115,11 @@ class Run:
 
     op: str | ops.OpSpec | None
     params: Mapping[str, Any] | None = None
-    mode: str = "custom"
+    gradient: str = "custom"
 
     def __post_init__(self) -> None:
-        if self.mode not in ops.GRADIENT_MODES:
-            raise ValueError(f"mode must be one of {ops.GRADIENT_MODES}, got {self.mode!r}")
+        if self.gradient not in ops.GRADIENT_MODES:
+            raise ValueError(f"gradient must be one of {ops.GRADIENT_MODES}, got {self.gradient!r}")
         if self.op is None:
             if self.params:
                 raise ValueError("the ReLU baseline Run(None) takes no params")
@@ -143,7 +143,7 @@ class Run:
         spec = self.spec
         changed = {k: v for k, v in self.params.items() if v != spec.defaults()[k]}
         details = ", ".join(f"{k}={v:g}" for k, v in changed.items())
-        return f"{spec.key} ({self.mode}{', ' + details if details else ''})"
+        return f"{spec.key} ({self.gradient}{', ' + details if details else ''})"
 
 
 @dataclass
@@ -208,12 +208,12 @@ def build_model(
         if run.op is None:
             hidden = keras.layers.Activation(keras.activations.relu, name=f"op_{layer}")(hidden)
         else:
-            hidden = ops.SurrogateLayer(run.spec, gradient=run.mode, params=dict(run.params), name=f"op_{layer}")(
+            hidden = ops.SurrogateLayer(run.spec, gradient=run.gradient, params=dict(run.params), name=f"op_{layer}")(
                 hidden
             )
     initializer = keras.initializers.GlorotUniform(seed=seed * (MAX_DEPTH + 1))
     outputs = keras.layers.Dense(1, kernel_initializer=initializer, name="output")(hidden)
-    return keras.Model(inputs, outputs, name="relu" if run.op is None else f"{run.spec.key}_{run.mode}")
+    return keras.Model(inputs, outputs, name="relu" if run.op is None else f"{run.spec.key}_{run.gradient}")
 
 
 class _ChunkTrainer(keras.Model):

@@ -64,8 +64,8 @@ def reference_order(n, batch_size, seed, epoch):
 FAIR_RUNS = [
     train.Run("atan"),
     train.Run("atan"),
-    train.Run("ste_sign", mode="true"),
-    train.Run("fast_sigmoid", mode="true"),
+    train.Run("ste_sign", gradient="true"),
+    train.Run("fast_sigmoid", gradient="true"),
 ]
 
 
@@ -267,7 +267,7 @@ def test_a_time_budget_sizes_the_chunk_from_the_fastest_measured_speed():
 
 def test_the_move_to_xla_is_at_a_fixed_epoch_so_stepping_does_not_change_the_numbers(monkeypatch):
     monkeypatch.setattr(train, "XLA_AFTER_STEPS", 12)  # 4 mini-batches per epoch: XLA from epoch 3
-    runs = [train.Run("atan"), train.Run("ste_sign", mode="true")]
+    runs = [train.Run("atan"), train.Run("ste_sign", gradient="true")]
     stepped = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
     whole = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
     assert stepped.xla_from_epoch == 3
@@ -329,8 +329,8 @@ def test_bounds_are_refused_with_value_error(kwargs, message):
 def test_runs_are_validated():
     with pytest.raises(ValueError, match="unknown op 'nope'"):
         train.Run("nope")
-    with pytest.raises(ValueError, match="mode must be one of"):
-        train.Run("atan", mode="surrogate")
+    with pytest.raises(ValueError, match="gradient must be one of"):
+        train.Run("atan", gradient="surrogate")
     with pytest.raises(ValueError, match="alpha"):
         train.Run("atan", params={"alpha": -5.0})
     assert train.Run("atan").params == ops.get("atan").defaults()

@@ -57,7 +57,7 @@ def test_step_trains_one_epoch_and_reset_discards(trained):
 def test_bad_run_rows_get_a_message_and_no_exception():
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.session_state["train.runs_seed"] = pd.DataFrame(
-        {"op": ["atan", "atan"], "mode": ["custom", "custom"], "params": ["alpha=99", "beta"]}
+        {"op": ["atan", "atan"], "gradient": ["custom", "custom"], "params": ["alpha=99", "beta"]}
     )
     app.run()
     assert not app.exception
@@ -99,7 +99,7 @@ def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     full rerun that never reaches the browser cannot leave the user at 100 % without results."""
     from explorer import train
 
-    session = train.Session("xor", [train.Run("atan", mode="custom"), train.Run("atan", mode="true")])
+    session = train.Session("xor", [train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
     session.step(3)
     app = AppTest.from_function(fragment_only_app, default_timeout=TIMEOUT)
     app.session_state["train.session"] = session

@@ -87,7 +87,7 @@ def _user_op() -> ops.OpSpec | None:
 def _default_runs() -> pd.DataFrame:
     explore_state = st.session_state.get("explore.state")
     op = explore_state.op if explore_state is not None else url_state.DEFAULT_OP
-    return pd.DataFrame({"op": [op, op], "mode": ["custom", "true"], "params": ["", ""]})
+    return pd.DataFrame({"op": [op, op], "gradient": ["custom", "true"], "params": ["", ""]})
 
 
 def _parse_params(spec: ops.OpSpec, text: str) -> dict[str, float]:
@@ -115,8 +115,9 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
             continue
         try:
             spec = user_op if user_op is not None and key == user_op.key else ops.get(key)
-            mode = row.mode if isinstance(row.mode, str) and row.mode else "custom"
-            runs.append(train.Run(spec, _parse_params(spec, row.params if isinstance(row.params, str) else ""), mode))
+            gradient = row.gradient if isinstance(row.gradient, str) and row.gradient else "custom"
+            params = _parse_params(spec, row.params if isinstance(row.params, str) else "")
+            runs.append(train.Run(spec, params, gradient))
         except (KeyError, ValueError) as error:
             problems.append(f"Run {number}: {error.args[0] if error.args else error}")
     if len(runs) > MAX_RUNS:
@@ -163,7 +164,7 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         width="stretch",
         column_config={
             "op": st.column_config.SelectboxColumn("op", options=options, required=True, help="built-in ops, and your editor op"),
-            "mode": st.column_config.SelectboxColumn("gradient", options=list(ops.GRADIENT_MODES), required=True, default="custom"),
+            "gradient": st.column_config.SelectboxColumn("gradient", options=list(ops.GRADIENT_MODES), required=True, default="custom"),
             "params": st.column_config.TextColumn("parameters", help="e.g. alpha=4, threshold=0.5; empty for defaults"),
         },
     )
