@@ -35,7 +35,7 @@ bench: $(VENV)/.dev-installed
 	$(BIN)/python -m explorer bench
 
 bench-browser: $(VENV)/.dev-installed
-	$(BIN)/python -m explorer.bench_browser
+	$(BIN)/python -m explorer.bench.browser
 
 verify: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer verify

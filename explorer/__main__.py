@@ -6,7 +6,7 @@ import sys
 
 COMMANDS = {
     "verify": ("explorer.verify", "run the gradient checker on every built-in op"),
-    "bench": ("explorer.bench", "measure speed against the targets"),
+    "bench": ("explorer.bench.speed", "measure speed against the targets"),
 }
 
 

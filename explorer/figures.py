@@ -2,8 +2,11 @@
 
 Drawing conventions (the point of the explorer is to make conventions visible):
 
-* a jump is a BREAK in the line, never a steep segment: each curve is cut where it is
-  discontinuous (declared special points, and any step far larger than its neighbouring steps);
+* a jump is a BREAK in the line, never a steep segment: each curve is cut where the special-points
+  table (declared points, and the points :mod:`explorer.points` detected and confirmed) says it
+  is discontinuous: on a grid row, on the side :func:`explorer.detect.discontinuous_sides` finds;
+  between two rows, for the curves the point's features name (a forward jump cuts the forward, a
+  custom-gradient jump the custom gradient, a forward kink the true gradient);
 * at a special point the value AT the point is a filled marker, a one-sided limit that differs
   from it is an open marker (``circle-open``) at the same x. The limit is the value at the
   neighbouring grid row, so it is exact for curves that are flat next to the point;
@@ -26,7 +29,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.sweep import decimate
+from explorer import detect
+from explorer.sweeps import Sweep, decimate
 
 SERIES = ("forward", "true_grad", "custom_grad")
 SERIES_NAMES = {"forward": "forward", "true_grad": "true gradient (autodiff)", "custom_grad": "custom gradient"}
@@ -53,12 +57,9 @@ MAX_SHADED_RUNS = 50  # more runs than this are shaded as one region
 LINE_HOVER_VERTICES = 9  # hoverable vertices along each vertical special-point line (at most)
 LINE_VERTEX_BUDGET = 600  # hoverable vertices of all vertical lines of one kind in one panel
 MAX_DRAWN_POINTS = 300  # more special points than this: lines and markers for an even subset (breaks for all)
-STEEP_RATIO = 8.0  # a step this many times larger than its neighbours (and > 2 % of the range) is a jump
-STEEP_FRACTION = 0.02
-SMOOTH_RATIO = 8.0  # at a special point: a side step within 8 times the next step out is continuous
-SMOOTH_FRACTION = 1e-3
-DECLARED_FRACTION = 1e-9  # for the discontinuity a point declares (jump: forward; boundary: custom)
-DECLARED_SERIES = {"jump": "forward", "boundary": "custom_grad"}
+DECLARED_SERIES = {"jump": "forward", "boundary": "custom_grad"}  # the discontinuity a point's kind declares
+# Which curve a detected feature makes discontinuous (the true gradient is the forward's derivative).
+BREAKS_SERIES = {"forward_jump": "forward", "custom_jump": "custom_grad", "forward_kink": "true_grad"}
 
 
 # -- small helpers -----------------------------------------------------------------------------------
@@ -71,52 +72,30 @@ def _finite_or_nan(values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
-def _scale(values: np.ndarray) -> float:
-    """The size a step is compared with: the finite range, else the largest magnitude, else 1."""
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return 1.0
-    span = float(finite.max() - finite.min())
-    return span if span > 0 else max(float(np.abs(finite).max()), 1.0)
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(first, last) row index of each run of True in ``mask``."""
-    mask = np.asarray(mask, dtype=bool)
-    if not mask.any():
-        return []
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1) - 1
-    return list(zip(starts.tolist(), ends.tolist(), strict=True))
-
-
 def _merge_runs(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(runs[0][0], runs[-1][1])] if len(runs) > MAX_SHADED_RUNS else runs
 
 
-def _check_frame(df: pd.DataFrame, name: str = "df") -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{name} must be a sweep DataFrame (explorer.sweep.sweep), got {type(df).__name__}")
-    missing = [c for c in ("x", *SERIES) if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name} lacks the sweep column(s) {', '.join(missing)}")
-    if len(df) < 2:
-        raise ValueError(f"{name} must have at least 2 rows, got {len(df)}")
+def _check_sweep(result: Sweep, name: str = "sweep") -> None:
+    if not isinstance(result, Sweep):
+        raise ValueError(f"{name} must be an explorer.Sweep (from explorer.sweep(...)), got {type(result).__name__}")
+    if len(result) < 2:
+        raise ValueError(f"{name} must have at least 2 rows, got {len(result)}")
 
 
-def _points_for(df: pd.DataFrame, points: pd.DataFrame | None) -> pd.DataFrame:
+def _points_for(result: Sweep, points: pd.DataFrame | None) -> pd.DataFrame:
     """The special-point table: as given, else computed by :func:`explorer.points.special_points`."""
     if points is None:
         from explorer.points import special_points  # noqa: PLC0415  (only when not given)
 
-        points = special_points(df)
+        points = special_points(result)
     table = pd.DataFrame(
         {
             "x": pd.to_numeric(points["x"], errors="coerce").astype(np.float64) if "x" in points else [],
             "kind": points["kind"].astype(str) if "kind" in points else "",
             "note": points["note"].astype(str) if "note" in points else "",
             "status": points["status"].astype(str) if "status" in points else "ok",
+            "features": points["features"].astype(str) if "features" in points else "",
         }
     )
     return table[np.isfinite(table["x"])].sort_values("x", kind="stable").reset_index(drop=True)
@@ -154,62 +133,38 @@ class _Curve:
     marks: list[_Mark] = field(default_factory=list)
 
 
-def _side_breaks(y: np.ndarray, row: int, scale: float, declared: bool) -> tuple[bool, bool]:
-    """Is ``y`` discontinuous between row-1 and row, and between row and row+1?
-
-    A side is continuous when its step is within SMOOTH_RATIO times the next steps out (the local
-    slope) or within a small fraction of the curve's range; for the discontinuity the point's kind
-    declares, that fraction is tiny so a declared jump always shows as a break.
-    """
-    size = y.size
-
-    def step(a: int, b: int) -> float:
-        if a < 0 or b >= size or not (np.isfinite(y[a]) and np.isfinite(y[b])):
-            return np.nan
-        return abs(float(y[b] - y[a]))
-
-    outer = np.nanmax([step(row - 2, row - 1), step(row + 1, row + 2), 0.0])
-    tolerance = max(SMOOTH_RATIO * outer, (DECLARED_FRACTION if declared else SMOOTH_FRACTION) * scale)
-    left, right = step(row - 1, row), step(row, row + 1)
-    return bool(left > tolerance), bool(right > tolerance)  # NaN compares False: NaN breaks by itself
+def _breaks_between_rows(point, column: str) -> bool:
+    """Does a point that lies between two grid rows make ``column`` discontinuous there?"""
+    if point.features:
+        return any(BREAKS_SERIES.get(name) == column for name in point.features.split(","))
+    return DECLARED_SERIES.get(point.kind) == column
 
 
-def _steep_gaps(y: np.ndarray, scale: float) -> np.ndarray:
-    """Indices k where y[k] -> y[k+1] is a jump: far larger than the two steps on each side."""
-    steps = np.abs(np.diff(y))
-    steps = np.where(np.isfinite(steps), steps, 0.0)
-    if steps.size < 3:
-        return np.empty(0, dtype=np.int64)
-    padded = np.pad(steps, 2, mode="constant")
-    around = np.maximum.reduce([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]])
-    return np.flatnonzero((steps > STEEP_RATIO * around) & (steps > STEEP_FRACTION * scale))
-
-
-def _curve(full: pd.DataFrame, shown: pd.DataFrame, column: str, points: pd.DataFrame, drawn: pd.DataFrame) -> _Curve:
-    """Cut ``column`` at its discontinuities (found on the full sweep) and draw it on the decimated rows.
-
-    Breaks are made at every point of ``points``; marks only at the points of ``drawn`` (a subset).
+def _curve(full: Sweep, shown: Sweep, column: str, points: pd.DataFrame, drawn: pd.DataFrame) -> _Curve:
+    """Cut ``column`` at its discontinuities (from the points table, on the full sweep) and draw it on the
+    decimated rows. Breaks are made at every point of ``points``; marks only at the points of ``drawn``.
     """
     x_full = full["x"].to_numpy(dtype=np.float64)
     y_full = full[column].to_numpy(dtype=np.float64)
-    scale = _scale(y_full)
+    curve_scale = detect.scale(y_full)
     size = x_full.size
     cut_right: list[float] = []  # a gap goes just before the first shown row with x >= this
-    handled: set[int] = set()
     marks: list[_Mark] = []
     drawn_x = set(drawn["x"].tolist())
-    special_rows = full["point"].to_numpy() != "" if "point" in full else np.zeros(size, dtype=bool)
+    special_rows = full["point"].to_numpy() != ""
     rows = np.clip(np.searchsorted(x_full, points["x"].to_numpy()), 0, size - 1)
     for row, point in zip(rows.tolist(), points.itertuples(index=False), strict=True):
         if row > 0 and abs(x_full[row - 1] - point.x) < abs(x_full[row] - point.x):
             row -= 1
         in_dtype = special_rows[row] and abs(x_full[row] - point.x) <= 4e-3 * abs(point.x) + 1e-12  # bfloat16 eps
         if x_full[row] != point.x and not in_dtype:
-            continue  # not a grid row (an undeclared point between rows): the line test covers it
+            # between two rows (a point found by detection): cut the curves it makes discontinuous
+            if _breaks_between_rows(point, column):
+                cut_right.append(x_full[row] if x_full[row] > point.x else x_full[min(row + 1, size - 1)])
+            continue
         x0 = float(x_full[row])  # the point in the sweep dtype (a float64 1/6 is a float32 row)
-        handled.update((row - 1, row))
         declared = DECLARED_SERIES.get(point.kind) == column and point.status != "undeclared"
-        break_left, break_right = _side_breaks(y_full, row, scale, declared)
+        break_left, break_right = detect.discontinuous_sides(y_full, row, declared, curve_scale)
         if break_left:
             cut_right.append(x_full[row])
         if break_right and row + 1 < size:
@@ -220,8 +175,6 @@ def _curve(full: pd.DataFrame, shown: pd.DataFrame, column: str, points: pd.Data
         left = float(y_full[row - 1]) if break_left else None
         right = float(y_full[row + 1]) if break_right else None
         marks.append(_Mark(x0, at, left, right, _point_label(point.kind, point.note, point.status, x0)))
-    steep = [k for k in _steep_gaps(y_full, scale).tolist() if k not in handled]
-    cut_right.extend(x_full[np.asarray(steep, dtype=np.int64) + 1].tolist())
 
     x_shown = shown["x"].to_numpy(dtype=np.float64)
     y_shown = _finite_or_nan(shown[column].to_numpy(dtype=np.float64))
@@ -365,20 +318,16 @@ def _panel_range(curves: Sequence[_Curve], include_zero: bool) -> tuple[float, f
     return low - pad, high + pad
 
 
-def _default_title(df: pd.DataFrame) -> tuple[str, str]:
-    """(title, subtitle) from the sweep's attrs."""
-    attrs = df.attrs or {}
-    key = attrs.get("op", "")
-    title = attrs.get("title") or key or "Sweep"
-    if key and key != title:
+def _default_title(result: Sweep) -> tuple[str, str]:
+    """(title, subtitle) of a sweep: op, parameters, upstream gradient, dtype, range and size."""
+    key, title = result.key, result.title or result.key
+    if key != title:
         title = f"{title} <span style='color:#888'>({key})</span>"
-    bits = [f"{name} = {_fmt(float(value))}" for name, value in (attrs.get("params") or {}).items()]
-    if attrs.get("upstream", 1.0) != 1.0:
-        bits.append(f"upstream dy = {_fmt(float(attrs['upstream']))}")
-    if attrs.get("dtype"):
-        bits.append(str(attrs["dtype"]))
-    if "lo" in attrs and "hi" in attrs:
-        bits.append(f"x in [{_fmt(float(attrs['lo']))}, {_fmt(float(attrs['hi']))}], {len(df):,} points")
+    bits = [f"{name} = {_fmt(float(value))}" for name, value in result.params.items()]
+    if result.upstream != 1.0:
+        bits.append(f"upstream dy = {_fmt(result.upstream)}")
+    bits.append(result.dtype)
+    bits.append(f"x in [{_fmt(result.lo)}, {_fmt(result.hi)}], {len(result):,} points")
     return title, " · ".join(bits)
 
 
@@ -462,7 +411,7 @@ def _shade(
     return bool(runs)
 
 
-def _clip_windows(full: pd.DataFrame, points: pd.DataFrame) -> list[tuple[float, float]]:
+def _clip_windows(full: Sweep, points: pd.DataFrame) -> list[tuple[float, float]]:
     """Intervals between consecutive boundaries where the custom gradient is mostly non-zero."""
     bounds = np.unique(points.loc[points["kind"] == "boundary", "x"].to_numpy(dtype=np.float64))
     x = full["x"].to_numpy(dtype=np.float64)
@@ -476,13 +425,13 @@ def _clip_windows(full: pd.DataFrame, points: pd.DataFrame) -> list[tuple[float,
 
 
 def _x_runs(x: np.ndarray, mask: np.ndarray) -> list[tuple[float, float]]:
-    runs = _merge_runs(_runs(mask))
+    runs = _merge_runs(detect.runs(mask))
     return [(float(x[a]), float(x[b])) for a, b in runs]
 
 
 # -- public figures --------------------------------------------------------------------------------------
 def main_figure(
-    df: pd.DataFrame,
+    result: Sweep,
     points: pd.DataFrame | None = None,
     *,
     overlay: bool = False,
@@ -492,14 +441,14 @@ def main_figure(
     """Forward | true gradient | custom gradient of one sweep (or forward | both gradients if ``overlay``).
 
     ``points`` is the table of :func:`explorer.points.special_points` (computed when None). Every
-    curve has at most about ``max_points`` points (:func:`explorer.sweep.decimate`), keeping every
+    curve has at most about ``max_points`` points (:func:`explorer.sweeps.decimate`), keeping every
     special point and both sides of every jump.
     """
-    _check_frame(df)
-    shown = decimate(df, max_points)
-    table = _points_for(df, points)
+    _check_sweep(result)
+    shown = decimate(result, max_points)
+    table = _points_for(result, points)
     drawn = _thin(table)
-    curves = {column: _curve(df, shown, column, table, drawn) for column in SERIES}
+    curves = {column: _curve(result, shown, column, table, drawn) for column in SERIES}
     panels: list[tuple[str, ...]] = [("forward",), ("true_grad", "custom_grad")] if overlay else [(c,) for c in SERIES]
     titles = ["Forward", "True and custom gradient"] if overlay else [PANEL_TITLES[c] for c in SERIES]
     fig = make_subplots(
@@ -509,8 +458,8 @@ def main_figure(
         subplot_titles=titles,
         horizontal_spacing=0.07 if overlay else 0.06,
     )
-    x_full = df["x"].to_numpy(dtype=np.float64)
-    clip_windows = _clip_windows(df, table)
+    x_full = result["x"].to_numpy(dtype=np.float64)
+    clip_windows = _clip_windows(result, table)
     has_marks = False
     kinds_shown: set[str] = set()
     undeclared_shown = False
@@ -525,8 +474,8 @@ def main_figure(
         _shade(
             fig, clip_windows, col, name=CLIP_LABEL, colour=KIND_COLOURS["boundary"], opacity=0.10, showlegend=col == 1
         )
-        if "true_grad" in columns and "true_grad_missing" in df:
-            missing = _x_runs(x_full, df["true_grad_missing"].to_numpy(dtype=bool))
+        if "true_grad" in columns:
+            missing = _x_runs(x_full, result["true_grad_missing"].to_numpy(dtype=bool))
             _shade(
                 fig,
                 missing,
@@ -596,8 +545,8 @@ def main_figure(
                 has_marks = True
         # inf / NaN values: marked at the top of the panel
         for curve in panel_curves:
-            values = df[curve.column].to_numpy(dtype=np.float64)
-            runs = _merge_runs(_runs(~np.isfinite(values)))
+            values = result[curve.column].to_numpy(dtype=np.float64)
+            runs = _merge_runs(detect.runs(~np.isfinite(values)))
             if not runs:
                 continue
             mid = [float(x_full[(a + b) // 2]) for a, b in runs]
@@ -629,7 +578,7 @@ def main_figure(
     if has_marks:
         fig.add_trace(_legend_marker(AT_LABEL, "circle", "at-point"), row=1, col=1)
         fig.add_trace(_legend_marker(LIMIT_LABEL, "circle-open", "one-sided-limit"), row=1, col=1)
-    default_title, subtitle = _default_title(df)
+    default_title, subtitle = _default_title(result)
     if len(drawn) < len(table):
         subtitle += f" · marked: {len(drawn)} of {len(table)} special points"
     _style(fig, title if title is not None else default_title, subtitle)
@@ -637,7 +586,7 @@ def main_figure(
 
 
 def compare_figure(
-    sweeps: Sequence[pd.DataFrame],
+    sweeps: Sequence[Sweep],
     labels: Sequence[str],
     points: Sequence[pd.DataFrame | None] | None = None,
     *,
@@ -652,18 +601,18 @@ def compare_figure(
     sweeps = list(sweeps)
     labels = [str(label) for label in labels]
     if not sweeps:
-        raise ValueError("sweeps must hold at least one sweep DataFrame")
+        raise ValueError("sweeps must hold at least one Sweep")
     if len(labels) != len(sweeps):
         raise ValueError(f"labels must have one label per sweep: {len(sweeps)} sweeps, {len(labels)} labels")
     if points is not None and len(points) != len(sweeps):
         raise ValueError(f"points must be None or one table per sweep: {len(sweeps)} sweeps, {len(points)} tables")
-    for index, df in enumerate(sweeps):
-        _check_frame(df, f"sweeps[{index}]")
-    tables = [_points_for(df, None if points is None else points[i]) for i, df in enumerate(sweeps)]
+    for index, result in enumerate(sweeps):
+        _check_sweep(result, f"sweeps[{index}]")
+    tables = [_points_for(result, None if points is None else points[i]) for i, result in enumerate(sweeps)]
     tables_drawn = [_thin(table) for table in tables]
     curves = [
-        _curve(df, decimate(df, max_points), "custom_grad", table, drawn)
-        for df, table, drawn in zip(sweeps, tables, tables_drawn, strict=True)
+        _curve(result, decimate(result, max_points), "custom_grad", table, drawn)
+        for result, table, drawn in zip(sweeps, tables, tables_drawn, strict=True)
     ]
     y_range = _panel_range(curves, include_zero=True)
     fig = go.Figure()

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from explorer.sweeps import Sweep
+
 NORMALISED_TOLERANCE = 0.02
 EXCLUDE_STEPS = 2.5
 COLUMNS = (
@@ -62,19 +64,19 @@ def _jump_size(df: pd.DataFrame, forward: np.ndarray) -> float:
     return float(np.sum(forward[rows + 1] - forward[rows - 1])) if rows.size else 0.0
 
 
-def metrics(df: pd.DataFrame, points: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row of :data:`COLUMNS` for a sweep made by :func:`explorer.sweep.sweep`.
+def metrics(result: Sweep, points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row of :data:`COLUMNS` for a :class:`explorer.sweeps.Sweep`.
 
     ``points`` (a :func:`explorer.points.special_points` table) adds its points, undeclared ones
     included, to those excluded from ``max_abs_diff``; by default only the sweep's declared points are.
     """
+    df = result.frame
     x = df["x"].to_numpy(dtype=np.float64)
     forward = df["forward"].to_numpy(dtype=np.float64)
     custom = df["custom_grad"].to_numpy(dtype=np.float64)
     true_grad = df["true_grad"].to_numpy(dtype=np.float64)
-    upstream = float(df.attrs.get("upstream", 1.0))
-    attrs = df.attrs
-    grid_step = (attrs["hi"] - attrs["lo"]) / (attrs["n"] - 1) if "n" in attrs else float(np.median(np.diff(x)))
+    upstream = result.upstream
+    grid_step = result.grid_step
 
     finite = np.isfinite(custom)
     if finite.any():
@@ -110,7 +112,7 @@ def metrics(df: pd.DataFrame, points: pd.DataFrame | None = None) -> pd.DataFram
     max_abs_diff = float(np.max(np.abs(custom[usable] - true_grad[usable]))) if usable.any() else float("nan")
 
     row = {
-        "op": attrs.get("op", ""),
+        "op": result.key,
         "peak": peak,
         "peak_x": peak_x,
         "fwhm": fwhm,
@@ -124,7 +126,7 @@ def metrics(df: pd.DataFrame, points: pd.DataFrame | None = None) -> pd.DataFram
     return pd.DataFrame([row], columns=list(COLUMNS))
 
 
-def metrics_table(sweeps: Sequence[pd.DataFrame], labels: Sequence[str] | None = None) -> pd.DataFrame:
+def metrics_table(sweeps: Sequence[Sweep], labels: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`metrics` of several sweeps, one row each, with a first column ``label`` (default: the op
     keys) that is also the index, so the table reads well with or without its index shown."""
     if labels is not None and len(labels) != len(sweeps):

@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 import ops
-from explorer.sweep import compute_dtype, evaluate, numpy_dtype, spec_for
+from explorer import detect
+from explorer.sweeps import Sweep, numpy_dtype
 
 COLUMNS = (
     "x",
@@ -61,12 +62,10 @@ COLUMNS = (
     "custom_left",
     "custom_right",
     "found",
+    "features",
 )
 MATCH_STEPS = 1.5  # a detected point matches a declared one this many grid steps away
-COARSE_RATIO = 4.0  # a jump / slope change must be this many times what its neighbours explain
 JUMP_SHARE = 0.5  # a confirmed jump keeps this share of its change in one sub-interval
-SCALE_FLOOR = 1e-3  # ignore jumps below this share of the column's span, kinks below this share of its steepest slope
-NOISE_ULPS = 3.0  # rounding noise allowance in eps * |value| (worst case of a second difference: 2)
 MAX_CANDIDATES = 2000
 JUMP_SUBDIVISIONS = 64
 JUMP_ROUNDS = 10
@@ -100,13 +99,11 @@ class Feature:
 
 
 class _Zoom:
-    """Evaluates the swept op at new x values, in the zoom dtype, with the sweep's parameters."""
+    """Evaluates the swept op at new x values, in its compute dtype (float32 for half precision)."""
 
-    def __init__(self, spec: ops.OpSpec, attrs: dict) -> None:
-        self.spec = spec
-        self.params = attrs["params"]
-        self.upstream = attrs["upstream"]
-        self.dtype = compute_dtype(attrs["dtype"])
+    def __init__(self, result: Sweep) -> None:
+        self.result = result
+        self.dtype = ops.compute_dtype(result.dtype)
         self.np_dtype = numpy_dtype(self.dtype)
         self.eps = float(np.finfo(self.np_dtype).eps)
 
@@ -114,80 +111,10 @@ class _Zoom:
         return self.all_values(x)[column]
 
     def all_values(self, x: np.ndarray) -> dict:
-        return evaluate(self.spec, x, self.params, self.upstream, self.dtype)
+        return self.result.evaluate(x, self.dtype)
 
     def cast(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=np.float64).astype(self.np_dtype).astype(np.float64)
-
-
-# -- coarse tests on the sweep data ------------------------------------------------------------------
-def _neighbour_max(values: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
-    """Per index, the max of ``values`` at the given offsets, ignoring NaN and the array's ends (0 if none)."""
-    pad = max(abs(o) for o in offsets)
-    padded = np.full(values.size + 2 * pad, -np.inf)
-    padded[pad : pad + values.size] = np.where(np.isnan(values), -np.inf, values)
-    result = padded[pad + offsets[0] : pad + offsets[0] + values.size].copy()
-    for offset in offsets[1:]:
-        np.maximum(result, padded[pad + offset : pad + offset + values.size], out=result)
-    result[result == -np.inf] = 0.0
-    return result
-
-
-def _jump_candidates(x: np.ndarray, v: np.ndarray, eps: float) -> np.ndarray:
-    """Intervals i (between rows i and i+1) whose change the neighbouring slopes do not explain."""
-    finite = np.isfinite(v)
-    valid = finite[1:] & finite[:-1]
-    if not valid.any():
-        return np.array([], dtype=int)
-    dx = np.diff(x)
-    with np.errstate(all="ignore"):
-        change = np.abs(np.diff(v))
-        slope = np.where(valid, change / dx, np.nan)
-    explained = dx * _neighbour_max(slope, (-3, -2, 2, 3))
-    magnitude = np.maximum(np.abs(v[:-1]), np.abs(v[1:]))
-    noise = NOISE_ULPS * eps * np.where(valid, magnitude, 0.0)
-    span = np.ptp(v[finite])
-    floor = SCALE_FLOOR * span
-    is_jump = valid & (change > COARSE_RATIO * explained + noise) & (change > floor)
-    return np.flatnonzero(is_jump)
-
-
-def _kink_candidates(x: np.ndarray, v: np.ndarray, eps: float, exclude: np.ndarray) -> np.ndarray:
-    """Nodes whose change of slope is far larger than the change of slope 2-4 nodes away."""
-    size = v.size
-    if size < 5:
-        return np.array([], dtype=int)
-    finite = np.isfinite(v)
-    dx = np.diff(x)
-    with np.errstate(all="ignore"):
-        slope = np.diff(v) / dx
-    slope[~(finite[1:] & finite[:-1])] = np.nan
-    bend = np.full(size, np.nan)
-    bend[1:-1] = slope[1:] - slope[:-1]  # node i: slope of interval i minus slope of interval i-1
-    strength = np.abs(bend)
-    strength[exclude] = np.nan
-    background = _neighbour_max(strength, (-4, -3, -2, 2, 3, 4))
-    neighbour = _neighbour_max(strength, (-1, 1))
-    magnitude = np.zeros(size)
-    magnitude[1:-1] = np.maximum.reduce([np.abs(v[:-2]), np.abs(v[1:-1]), np.abs(v[2:])])
-    step = np.full(size, np.inf)
-    step[1:-1] = np.minimum(dx[:-1], dx[1:])
-    noise = NOISE_ULPS * eps * np.nan_to_num(magnitude) / step
-    usable = np.isfinite(slope)
-    slope_scale = np.max(np.abs(slope[usable])) if usable.any() else 0.0
-    with np.errstate(invalid="ignore"):
-        local_max = (strength >= neighbour) & np.isfinite(strength)
-        combined = strength + neighbour
-        is_kink = (
-            local_max
-            & (combined > COARSE_RATIO * background + noise)
-            & (strength > SCALE_FLOOR * slope_scale)
-            & (strength > 0)
-        )
-    is_kink[[0, size - 1]] = False
-    found = np.flatnonzero(is_kink)
-    # of two equal neighbours (a kink half-way between nodes) keep one
-    return found[np.concatenate(([True], np.diff(found) > 1))] if found.size else found
 
 
 def _strongest(candidates: np.ndarray, score: np.ndarray) -> np.ndarray:
@@ -271,8 +198,8 @@ def _confirm_kinks(
         )
         far = np.abs(np.arange(bend.size) - best) >= 3
         background = strength[far].max() if far.any() else 0.0
-        noise = NOISE_ULPS * zoom.eps * np.max(np.abs(v)) / dx.min()
-        if not pair > COARSE_RATIO * background + noise:
+        noise = detect.NOISE_ULPS * zoom.eps * np.max(np.abs(v)) / dx.min()
+        if not pair > detect.COARSE_RATIO * background + noise:
             continue
         # the kink lies where the straight lines through the sub-intervals on either side meet
         node = best + 1
@@ -295,12 +222,11 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def detect(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> list[Feature]:
+def detect_features(result: Sweep) -> list[Feature]:
     """Every jump, kink and non-finite onset the data of a sweep shows (confirmed by zooming in)."""
-    spec = spec_for(df, op)
-    attrs = df.attrs
-    zoom = _Zoom(spec, attrs)
-    grid_step = (attrs["hi"] - attrs["lo"]) / (attrs["n"] - 1)
+    df = result.frame
+    zoom = _Zoom(result)
+    grid_step = result.grid_step
     swept = df["x"].to_numpy(dtype=np.float64)
     # a few grid steps beyond both ends, so that a point AT lo or hi has neighbours on both sides
     outside = grid_step * np.arange(1, EDGE_STEPS + 1, dtype=np.float64)
@@ -308,7 +234,7 @@ def detect(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> list[Feature
     right = zoom.cast(swept[-1] + outside)
     left, right = np.unique(left[left < swept[0]]), np.unique(right[right > swept[-1]])
     x = np.concatenate([left, swept, right])
-    if zoom.dtype != attrs["dtype"]:
+    if zoom.dtype != result.dtype:
         # half precision: analyse the float32 values the op computes at the same x, before they
         # are rounded to a staircase whose rounding noise would hide small kinks
         analysed = zoom.all_values(x)
@@ -320,22 +246,22 @@ def detect(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> list[Feature
             )
             for column in COLUMN_OF.values()
         }
-    features: list[Feature] = []
+    found: list[Feature] = []
     for label in ("forward", "custom"):
         column = COLUMN_OF[label]
         v = analysed[column]
         what = "forward" if label == "forward" else "custom gradient"
-        jumps = _jump_candidates(x, v, zoom.eps)
+        jumps = detect.jump_intervals(x, v, zoom.eps)
         with np.errstate(invalid="ignore"):
             jumps = _strongest(jumps, np.abs(np.diff(v)))
         confirmed = _confirm_jumps(zoom, column, x[jumps], x[jumps + 1], grid_step)
         exclude = np.zeros(x.size, dtype=bool)
         for low, high, before, after in confirmed:
             where = _roundest(low, high, zoom.cast)
-            features.append(Feature(where, f"{label}_jump", f"{what} jumps from {_fmt(before)} to {_fmt(after)}"))
+            found.append(Feature(where, f"{label}_jump", f"{what} jumps from {_fmt(before)} to {_fmt(after)}"))
             at = int(np.searchsorted(x, where))
             exclude[max(at - 3, 0) : at + 3] = True
-        kinks = _kink_candidates(x, v, zoom.eps, exclude)
+        kinks = detect.kink_nodes(x, v, zoom.eps, exclude)
         bend = np.zeros(x.size)
         if x.size > 2:
             with np.errstate(all="ignore"):
@@ -345,21 +271,15 @@ def detect(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> list[Feature
         half = 2.0 * np.maximum(np.diff(x, prepend=x[0])[kinks], np.diff(x, append=x[-1])[kinks])
         for where, tolerance, before, after in _confirm_kinks(zoom, column, x[kinks], half):
             where = _roundest(where - tolerance, where + tolerance, zoom.cast)
-            features.append(
-                Feature(where, f"{label}_kink", f"{what} slope changes from {_fmt(before)} to {_fmt(after)}")
-            )
+            found.append(Feature(where, f"{label}_kink", f"{what} slope changes from {_fmt(before)} to {_fmt(after)}"))
     x = swept
     true_grad = df["true_grad"].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(true_grad)
-    if bad.any():
-        edges = np.diff(bad.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
-        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
-        for start, end in zip(starts, ends, strict=True):
-            row = end if start == 0 and end < x.size - 1 else start  # the finite/non-finite boundary
-            values = ", ".join(sorted({str(v) for v in true_grad[start : end + 1][:1000]}))
-            extent = "at this x only" if start == end else f"from x = {_fmt(x[start])} to {_fmt(x[end])}"
-            features.append(Feature(float(x[row]), "true_nonfinite", f"true gradient is {values} {extent}"))
-    return sorted(features, key=lambda f: f.x)
+    for start, end in detect.runs(~np.isfinite(true_grad)):
+        row = end if start == 0 and end < x.size - 1 else start  # the finite/non-finite boundary
+        values = ", ".join(sorted({str(v) for v in true_grad[start : end + 1][:1000]}))
+        extent = "at this x only" if start == end else f"from x = {_fmt(x[start])} to {_fmt(x[end])}"
+        found.append(Feature(float(x[row]), "true_nonfinite", f"true gradient is {values} {extent}"))
+    return sorted(found, key=lambda f: f.x)
 
 
 # -- matching and one-sided limits ----------------------------------------------------------------------
@@ -376,24 +296,23 @@ def _sides(x: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     return x - offset, x + offset
 
 
-def special_points(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> pd.DataFrame:
+def special_points(result: Sweep) -> pd.DataFrame:
     """One row per special point, declared and/or detected, with one-sided limits.
 
     Columns: ``x``, ``kind``, ``note`` (the declared convention, or what was detected), ``declared``,
     ``detected``, ``status`` (``"ok"``, ``"undeclared"`` or ``"not detected"``), ``forward_left``,
     ``forward_at``, ``forward_right``, ``true_grad``, ``true_grad_missing``, ``custom_grad``,
     ``custom_left``, ``custom_right`` (the left/right values are at x -/+ two dtype epsilons,
-    relative for |x| > 1, evaluated in the sweep dtype), and ``found`` (what detection saw there).
-    ``op`` is needed only for a user op that is not the last one swept under its key.
+    relative for |x| > 1, evaluated in the sweep dtype), ``found`` (what detection saw there) and
+    ``features`` (the names of the detected features there, e.g. ``"forward_jump,custom_kink"``: which
+    curves are discontinuous or bent at that point).
     """
-    spec = spec_for(df, op)
-    attrs = df.attrs
-    dtype = attrs["dtype"]
-    grid_step = (attrs["hi"] - attrs["lo"]) / (attrs["n"] - 1)
-    x = df["x"].to_numpy(dtype=np.float64)
+    dtype = result.dtype
+    grid_step = result.grid_step
+    x = result["x"].to_numpy(dtype=np.float64)
     np_dtype = numpy_dtype(dtype)
-    declared = spec.points(attrs["lo"], attrs["hi"], dtype, **attrs["params"])
-    features = detect(df, spec)
+    declared = result.declared_points
+    features = detect_features(result)
     used = [False] * len(features)
     rows = []
     for point in declared:
@@ -421,6 +340,7 @@ def special_points(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> pd.D
                 "detected": detected,
                 "status": "ok" if detected else "not detected",
                 "found": "; ".join(found),
+                "features": ",".join(sorted({features[k].name for k in near})),
             }
         )
     # undeclared features: group those within matching distance of each other
@@ -445,23 +365,24 @@ def special_points(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> pd.D
                 "detected": True,
                 "status": "undeclared",
                 "found": details,
+                "features": ",".join(sorted({f.name for f in group})),
             }
         )
-    table = pd.DataFrame(rows, columns=["x", "kind", "note", "declared", "detected", "status", "found"])
-    table = _with_limits(table, spec, attrs)
+    table = pd.DataFrame(rows, columns=["x", "kind", "note", "declared", "detected", "status", "found", "features"])
+    table = _with_limits(table, result)
     table = table.sort_values("x", kind="stable").reset_index(drop=True)
     return table[list(COLUMNS)]
 
 
-def _with_limits(table: pd.DataFrame, spec: ops.OpSpec, attrs: dict) -> pd.DataFrame:
+def _with_limits(table: pd.DataFrame, result: Sweep) -> pd.DataFrame:
     at = table["x"].to_numpy(dtype=np.float64)
     count = at.size
     if count == 0:
         for column in COLUMNS[6:14]:
             table[column] = pd.Series(dtype=bool if column == "true_grad_missing" else np.float64)
         return table
-    left, right = _sides(at, attrs["dtype"])
-    values = evaluate(spec, np.concatenate([left, at, right]), attrs["params"], attrs["upstream"], attrs["dtype"])
+    left, right = _sides(at, result.dtype)
+    values = result.evaluate(np.concatenate([left, at, right]))
     forward, custom, true_grad = values["forward"], values["custom_grad"], values["true_grad"]
     table["forward_left"] = forward[:count]
     table["forward_at"] = forward[count : 2 * count]
@@ -472,12 +393,6 @@ def _with_limits(table: pd.DataFrame, spec: ops.OpSpec, attrs: dict) -> pd.DataF
     table["custom_left"] = custom[:count]
     table["custom_right"] = custom[2 * count :]
     return table
-
-
-def summary(table: pd.DataFrame) -> dict[str, int]:
-    """Counts by status, e.g. ``{"ok": 3, "undeclared": 0, "not detected": 0}``."""
-    counts = table["status"].value_counts()
-    return {status: int(counts.get(status, 0)) for status in ("ok", "undeclared", "not detected")}
 
 
 DISPLAY_COLUMNS = {

@@ -24,6 +24,7 @@ import numpy as np
 KINDS = ("classification", "regression")
 MIN_POINTS, MAX_POINTS = 16, 10_000
 MAX_NOISE = 1.0
+DEFAULT_POINTS, DEFAULT_NOISE = 512, 0.1
 XOR_MARGIN = 0.05  # xor points keep this distance from the axes, so noise=0 labels are unambiguous
 CIRCLES_INNER_RADIUS = 0.5  # outer circle radius 1
 SPIRAL_TURNS = 1.75  # as in TensorFlow Playground's classifySpiralData
@@ -169,7 +170,7 @@ def get(name: str) -> TaskSpec:
     return TASKS[name]
 
 
-def make(name: str, n: int = 512, noise: float = 0.1, seed: int = 0) -> Dataset:
+def make(name: str, n: int = DEFAULT_POINTS, noise: float = DEFAULT_NOISE, seed: int = 0) -> Dataset:
     """Generate task ``name`` with ``n`` points in [16, 10000] and noise in [0, 1] from ``seed``."""
     spec = get(name)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or not MIN_POINTS <= n <= MAX_POINTS:

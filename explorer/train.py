@@ -696,33 +696,6 @@ def compare(
     return session.step(epochs, on_epoch=on_epoch, should_stop=should_stop)
 
 
-def baseline_steps_per_second(
-    task: str | tasks.Dataset = "xor",
-    *,
-    epochs: int = DEFAULT_EPOCHS,
-    width: int = DEFAULT_WIDTH,
-    depth: int = 1,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    learning_rate: float = DEFAULT_LEARNING_RATE,
-    batch_size: int | None = None,
-    seed: int = 0,
-) -> float:
-    """Warm optimisation steps per second of the same network with Keras ReLU (the speed baseline)."""
-    session = Session(
-        task,
-        [Run(None)],
-        width=width,
-        depth=depth,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        seed=seed,
-    )
-    session.step(epochs)
-    session.reset()
-    return session.step(epochs)[0].steps_per_second
-
-
 # -- evaluation on a grid -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class GridPrediction:

@@ -44,7 +44,8 @@ import pandas as pd
 import tensorflow as tf
 
 import ops
-from explorer.sweep import grid, sweep
+from explorer import detect
+from explorer.sweeps import Sweep, grid, sweep
 
 LEVELS = ("pass", "warn", "fail")
 CHECKS: dict[str, str] = {
@@ -118,32 +119,23 @@ def _fmt(value: float) -> str:
 
 def _where(x: np.ndarray, mask: np.ndarray, limit: int = 3) -> str:
     """Where ``mask`` holds on the sorted grid ``x``, as runs: "x in [-3, -0.003] (1000 points), x = 0"."""
-    index = np.flatnonzero(mask)
-    if index.size == 0:
+    found = detect.runs(mask)
+    if not found:
         return "nowhere"
-    breaks = np.flatnonzero(np.diff(index) > 1)
-    starts = np.concatenate(([index[0]], index[breaks + 1]))
-    ends = np.concatenate((index[breaks], [index[-1]]))
     parts = []
-    for start, end in zip(starts[:limit], ends[:limit], strict=True):
+    for start, end in found[:limit]:
         if start == end:
             parts.append(f"x = {_fmt(x[start])}")
         else:
             parts.append(f"x in [{_fmt(x[start])}, {_fmt(x[end])}] ({end - start + 1} points)")
-    if starts.size > limit:
-        parts.append(f"and {starts.size - limit} more run(s)")
+    if len(found) > limit:
+        parts.append(f"and {len(found) - limit} more run(s)")
     return ", ".join(parts)
-
-
-def declared_points(spec: ops.OpSpec, params: Mapping[str, float], dtype: str = "float32") -> list[ops.Point]:
-    """Declared points in :data:`SWEEP_RANGE` (not via ``spec.points``: an op may have params named lo/hi)."""
-    lo, hi = SWEEP_RANGE
-    return sorted((p for p in spec.declared_points(params, dtype) if lo <= p.x <= hi), key=lambda p: p.x)
 
 
 def _grid(spec: ops.OpSpec, params: Mapping[str, float], dtype: str = "float32", n: int = SWEEP_N) -> np.ndarray:
     lo, hi = SWEEP_RANGE
-    x, _ = grid(lo, hi, n, dtype, declared_points(spec, params, dtype))
+    x, _ = grid(lo, hi, n, dtype, spec.points(lo, hi, dtype, **params))
     return x
 
 
@@ -344,12 +336,12 @@ def check_keras_fit(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
 
 
 @_guarded("special_points")
-def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], df: pd.DataFrame | None = None) -> Check:
+def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], result: Sweep | None = None) -> Check:
     from explorer.points import special_points
 
     lo, hi = SWEEP_RANGE
-    df = sweep(spec, lo, hi, SWEEP_N, params=params) if df is None else df
-    table = special_points(df, spec)
+    result = sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result
+    table = special_points(result)
     if len(table) == 0:
         return _result("special_points", "pass", f"no special points declared or detected in [{lo:g}, {hi:g}]")
     status = table["status"].astype(str)
@@ -378,9 +370,9 @@ def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], df: pd.D
 
 
 @_guarded("vs_autodiff")
-def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], df: pd.DataFrame | None = None) -> Check:
+def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Sweep | None = None) -> Check:
     lo, hi = SWEEP_RANGE
-    df = sweep(spec, lo, hi, SWEEP_N, params=params) if df is None else df
+    df = (sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result).frame
     x = df["x"].to_numpy()
     custom = df["custom_grad"].to_numpy()
     true = df["true_grad"].to_numpy()
@@ -429,16 +421,16 @@ def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
     logger.setLevel("ERROR")  # a new tf.function per op and per check is intended: no retracing warnings
     try:
         try:
-            df = sweep(spec, lo, hi, SWEEP_N, params=resolved)
+            result = sweep(spec, lo, hi, SWEEP_N, params=resolved)
         except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
-            df = None
+            result = None
         return [
             check_finite(spec, resolved),
             check_shape_dtype(spec, resolved),
             check_graph(spec, resolved),
             check_keras_fit(spec, resolved),
-            check_special_points(spec, resolved, df),
-            check_vs_autodiff(spec, resolved, df),
+            check_special_points(spec, resolved, result),
+            check_vs_autodiff(spec, resolved, result),
         ]
     finally:
         logger.setLevel(level)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
-from ops.registry import Expression, OpSpec, Param, Point, register
+from ops.registry import Expression, OpSpec, Param, Point, compute_dtype, register
 
 Params = Mapping[str, tf.Tensor]
 Surrogate = Callable[[tf.Tensor, Params], tf.Tensor]
@@ -593,8 +593,7 @@ register(
 # -- numerically unstable autodiff ------------------------------------------------------------------------
 def _overflow_onset(dtype: str) -> float:
     """log of the largest finite value: where exp overflows. Half types are computed in float32."""
-    compute = "float32" if dtype in ("float16", "bfloat16") else dtype
-    return float(np.log(np.finfo(compute).max))
+    return float(np.log(np.finfo(compute_dtype(dtype)).max))
 
 
 register(

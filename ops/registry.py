@@ -24,7 +24,7 @@ import tensorflow as tf
 FAMILIES = ("spike", "sign", "clip", "override", "stability")
 KINDS = ("jump", "kink", "boundary", "singular")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-_HALF = (tf.float16, tf.bfloat16)
+HALF_DTYPES = ("float16", "bfloat16")
 
 # Tensor-valued forward / surrogate: (x, params) -> tensor, params already cast to x.dtype.
 TensorFn = Callable[[tf.Tensor, Mapping[str, tf.Tensor]], tf.Tensor]
@@ -97,6 +97,12 @@ class Expression:
 
 def _fmt(value: float) -> str:
     return f"{value:g}"
+
+
+def compute_dtype(dtype: str | tf.DType) -> str:
+    """The dtype an op computes in: float32 for half precision (the result is rounded back), else ``dtype``."""
+    name = tf.as_dtype(dtype).name
+    return "float32" if name in HALF_DTYPES else name
 
 
 def _no_points(_params: Mapping[str, float], _dtype: str) -> list[Point]:
@@ -198,11 +204,11 @@ class OpSpec:
 
     # -- internals ---------------------------------------------------------------------------
     def _compute_inputs(self, x: tf.Tensor, params: Mapping[str, Any]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        compute_dtype = tf.float32 if x.dtype in _HALF else x.dtype
+        compute = tf.as_dtype(compute_dtype(x.dtype))
         values = self.resolve(params)
         # tf.cast of a Python float goes through float32: build constants in the compute dtype.
-        return tf.cast(x, compute_dtype), {
-            k: tf.cast(v, compute_dtype) if isinstance(v, (tf.Tensor, tf.Variable)) else tf.constant(v, compute_dtype)
+        return tf.cast(x, compute), {
+            k: tf.cast(v, compute) if isinstance(v, (tf.Tensor, tf.Variable)) else tf.constant(v, compute)
             for k, v in values.items()
         }
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ops
-from explorer import bench
+from explorer.bench import speed as bench
 
 FAST_KEYS = ("sweep_2k_ms", "param_change_retraces", "figure_bytes_1m")
 

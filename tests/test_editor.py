@@ -3,6 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer.state import EDITOR_URL_KEYS
 from explorer.ui import editor
 from tests.shown import shown
 
@@ -52,7 +53,7 @@ def test_default_example_renders(default_app):
 
 
 def test_default_example_is_written_to_the_url(default_app):
-    query = {key: default_app.query_params[key] for key in editor.URL_KEYS}
+    query = {key: default_app.query_params[key] for key in EDITOR_URL_KEYS}
     assert query == {
         "u_name": "my_spike",
         "u_fwd": "where(x > 0, 1, 0)",
@@ -114,26 +115,3 @@ def test_bad_url_values_give_notices_not_exceptions():
     assert any("syntax error" in shown(e) for e in app.error)
     assert app.subheader[0].value == "my_spike"  # the example is shown instead
     assert len(figures_on(app)) == 1
-
-
-@pytest.mark.parametrize(
-    "text,expected",
-    [
-        ("k:25:1:100", (("k", 25.0, 1.0, 100.0),)),
-        ("k:1:0.1:10; a:2:1:5", (("k", 1.0, 0.1, 10.0), ("a", 2.0, 1.0, 5.0))),
-        ("", ()),
-    ],
-)
-def test_params_text_round_trip(text, expected):
-    assert editor.params_from_text(text) == expected
-    assert editor.params_from_text(editor.params_to_text(expected)) == expected
-
-
-@pytest.mark.parametrize("text", ["k:25:1", "k:a:1:2", "a:1:0:2;b:1:0:2;c:1:0:2;d:1:0:2", "k:inf:0:1"])
-def test_bad_params_text_raises_value_error(text):
-    with pytest.raises(ValueError):
-        editor.params_from_text(text)
-
-
-def test_points_text():
-    assert editor.points_from_text("0, -1/k, 1:kink") == [0.0, "-1/k", (1.0, "kink")]

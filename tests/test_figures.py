@@ -16,13 +16,13 @@ import tensorflow as tf
 
 import ops
 from explorer import figures
-from explorer.sweep import sweep
+from explorer.sweeps import Sweep, sweep
 
 N = 2001
-_SWEEPS: dict[tuple, pd.DataFrame] = {}
+_SWEEPS: dict[tuple, Sweep] = {}
 
 
-def cached_sweep(key: str, n: int = N, **params) -> pd.DataFrame:
+def cached_sweep(key: str, n: int = N, **params) -> Sweep:
     """Sweeps are shared by every test in this module (they are the slow part)."""
     cache_key = (key, n, tuple(sorted(params.items())))
     if cache_key not in _SWEEPS:
@@ -30,7 +30,7 @@ def cached_sweep(key: str, n: int = N, **params) -> pd.DataFrame:
     return _SWEEPS[cache_key]
 
 
-def point_table(df: pd.DataFrame) -> pd.DataFrame:
+def point_table(df: Sweep) -> pd.DataFrame:
     from explorer.points import special_points
 
     return special_points(df)
@@ -303,9 +303,25 @@ def test_singular_true_gradient_breaks_and_is_marked():
 
 
 # -- hand-built sweeps: edge cases -------------------------------------------------------------------------
-def hand_sweep(x, forward, true_grad, custom_grad, missing=False, point=None) -> pd.DataFrame:
+HAND_MADE = ops.OpSpec(
+    key="hand_made",
+    title="hand-made data",
+    family="override",
+    params=(),
+    forward_fn=lambda x, p: x,
+    surrogate=lambda x, p: tf.ones_like(x),
+    forward_tex="x",
+    grad_tex="1",
+    why="",
+    reference="",
+    builtin=False,
+)
+
+
+def hand_sweep(x, forward, true_grad, custom_grad, missing=False, point=None) -> Sweep:
+    """A Sweep whose rows are given (the op only names it): figures draw what the rows say."""
     x = np.asarray(x, float)
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "x": x,
             "forward": forward,
@@ -315,6 +331,7 @@ def hand_sweep(x, forward, true_grad, custom_grad, missing=False, point=None) ->
             "point": point if point is not None else np.full(x.size, ""),
         }
     )
+    return Sweep(HAND_MADE, {}, float(x[0]), float(x[-1]), x.size, "float64", 1.0, frame)
 
 
 EMPTY_POINTS = pd.DataFrame({"x": [], "kind": [], "note": [], "status": []})
@@ -378,8 +395,8 @@ def test_argument_errors_are_value_errors():
     df = cached_sweep("atan")
     with pytest.raises(ValueError, match="max_points"):
         figures.main_figure(df, EMPTY_POINTS, max_points=10)
-    with pytest.raises(ValueError, match="custom_grad"):
-        figures.main_figure(df.drop(columns="custom_grad"), EMPTY_POINTS)
+    with pytest.raises(ValueError, match="must be an explorer.Sweep"):
+        figures.main_figure(df.frame, EMPTY_POINTS)  # a table without the op it came from
     with pytest.raises(ValueError, match="labels"):
         figures.compare_figure([df, df], ["only one"])
     with pytest.raises(ValueError, match="sweeps"):

@@ -11,7 +11,7 @@ import ops
 from explorer.expr import compile_op
 from explorer.metrics import COLUMNS, metrics, metrics_table
 from explorer.points import special_points
-from explorer.sweep import sweep
+from explorer.sweeps import sweep
 
 
 def _one(df, points=None):
@@ -120,7 +120,7 @@ def test_undeclared_points_can_be_excluded_too():
     spec = compile_op("leaky", "maximum(x, x / 2)", "where(x > 0, 1, 0.5)")
     df = sweep(spec)
     assert _one(df)["max_abs_diff"] == pytest.approx(0.5)
-    points = special_points(df, spec)
+    points = special_points(df)
     assert points["status"].tolist() == ["undeclared"] and points["x"].tolist() == [0.0]
     assert _one(df, points)["max_abs_diff"] == 0.0
 

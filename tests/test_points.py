@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import ops
 from explorer.points import COLUMNS, special_points
-from explorer.sweep import sweep
+from explorer.sweeps import sweep
 from tests.reference import param_sets
 
 

@@ -100,3 +100,43 @@ def test_valid_values_next_to_invalid_ones_are_kept():
     state, notices = url_state.from_query({"op": "atan", "p.alpha": "3.5", "n": "-1", "lo": "-2"})
     assert state.op == "atan" and state.params == {"alpha": 3.5} and state.lo == -2.0
     assert state.n == 2001 and len(notices) == 1
+
+
+# -- the editor's state ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("k:25:1:100", (("k", 25.0, 1.0, 100.0),)),
+        ("k:1:0.1:10; a:2:1:5", (("k", 1.0, 0.1, 10.0), ("a", 2.0, 1.0, 5.0))),
+        ("", ()),
+    ],
+)
+def test_params_text_round_trip(text, expected):
+    assert url_state.params_from_text(text) == expected
+    assert url_state.params_from_text(url_state.params_to_text(expected)) == expected
+
+
+@pytest.mark.parametrize("text", ["k:25:1", "k:a:1:2", "a:1:0:2;b:1:0:2;c:1:0:2;d:1:0:2", "k:inf:0:1"])
+def test_bad_params_text_raises_value_error(text):
+    with pytest.raises(ValueError):
+        url_state.params_from_text(text)
+
+
+def test_points_text():
+    assert url_state.points_from_text("0, -1/k, 1:kink") == [0.0, "-1/k", (1.0, "kink")]
+
+
+def test_editor_source_round_trips_through_its_url_and_compiles_once():
+    source = url_state.EditorSource(name="ramp", forward="clip(x, -1, 1)", gradient="where(abs(x) <= a, 1, 0)",
+                                params=(("a", 1.0, 0.5, 2.0),), points="-a:boundary, a:boundary")  # fmt: skip
+    back, notices = url_state.editor_from_query(url_state.editor_to_query(source))
+    assert back == source and notices == []
+    spec = url_state.editor_op(source)
+    assert spec is url_state.editor_op(source)  # compiled once (cached on the source)
+    assert [(p.x, p.kind) for p in spec.points(-3, 3)] == [(-1.0, "boundary"), (1.0, "boundary")]
+    assert url_state.editor_from_query({"op": "atan"}) == (None, [])  # no editor key: no editor source
+
+
+def test_editor_op_is_none_for_no_source_and_for_a_rejected_one():
+    assert url_state.editor_op(None) is None
+    assert url_state.editor_op(url_state.EditorSource(forward="log(")) is None

@@ -1,4 +1,4 @@
-"""explorer.sweep: grid, values against NumPy formulas, argument checks, no retracing, decimation."""
+"""explorer.sweeps: the Sweep, grid, values against NumPy formulas, argument checks, no retracing, decimation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer.sweep import decimate, spec_for, sweep, trace_count
+from explorer.sweeps import decimate, sweep, trace_count
+from tests.messages import assert_tells
 
 FLOAT_COLUMNS = ["x", "forward", "true_grad", "custom_grad"]
 
@@ -22,8 +23,9 @@ def _row(df, x):
 
 
 # -- shape of the result -----------------------------------------------------------------------------
-def test_columns_dtypes_and_attrs():
-    df = sweep("atan", n=2001, params={"alpha": 3.0})
+def test_columns_dtypes_and_description():
+    result = sweep("atan", n=2001, params={"alpha": 3.0})
+    df = result.frame
     assert list(df.columns) == ["x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point"]
     for column in FLOAT_COLUMNS:  # float32 sweeps are stored as float32; float64 ones as float64
         assert df[column].dtype == np.float32
@@ -33,22 +35,18 @@ def test_columns_dtypes_and_attrs():
     assert df["x"].is_monotonic_increasing and df["x"].is_unique
     # linspace(-3, 3, 2001) already holds the threshold 0, so nothing is inserted
     assert len(df) == 2001
-    assert df.attrs == {
-        "op": "atan",
-        "params": {"alpha": 3.0, "threshold": 0.0},
-        "lo": -3.0,
-        "hi": 3.0,
-        "n": 2001,
-        "dtype": "float32",
-        "upstream": 1.0,
-        "title": ops.get("atan").title,
-    }
+    assert result.spec is ops.get("atan") and result.key == "atan"
+    assert dict(result.params) == {"alpha": 3.0, "threshold": 0.0}
+    assert (result.lo, result.hi, result.n, result.dtype, result.upstream) == (-3.0, 3.0, 2001, "float32", 1.0)
+    assert len(result) == 2001 and result["x"].equals(df["x"])
+    with pytest.raises(TypeError):
+        result.params["alpha"] = 1.0  # a sweep is immutable: its parameters too
 
 
 @pytest.mark.parametrize("key", ops.names())
 def test_every_declared_point_is_in_the_grid_exactly(key):
     spec = ops.get(key)
-    df = sweep(key, lo=-3.0, hi=3.0, n=1000)  # step 6/999: no catalogue point lies on this grid by chance
+    df = sweep(key, lo=-3.0, hi=3.0, n=1000).frame  # step 6/999: no catalogue point lies on this grid by chance
     declared = spec.points(-3.0, 3.0, "float32")
     for point in declared:
         exact = float(np.float32(point.x))
@@ -60,7 +58,7 @@ def test_every_declared_point_is_in_the_grid_exactly(key):
 
 
 def test_point_marks_the_declared_kind():
-    df = sweep("ste_sign", params={"clip_value": 0.5})
+    df = sweep("ste_sign", params={"clip_value": 0.5}).frame
     marked = df[df["point"] != ""]
     assert marked["x"].tolist() == [-0.5, 0.0, 0.5]
     assert marked["point"].tolist() == ["boundary", "jump", "boundary"]
@@ -68,7 +66,7 @@ def test_point_marks_the_declared_kind():
 
 def test_point_in_float16_is_the_rounded_value():
     # rect's boundaries at +-0.5/3 are not float16 numbers: the grid holds the float16 rounding
-    df = sweep("rect", params={"alpha": 3.0}, dtype="float16")
+    df = sweep("rect", params={"alpha": 3.0}, dtype="float16").frame
     for sign in (-1, 1):
         exact = float(np.float16(sign * 0.5 / 3.0))
         assert exact != sign * 0.5 / 3.0
@@ -78,7 +76,7 @@ def test_point_in_float16_is_the_rounded_value():
 # -- values against NumPy -------------------------------------------------------------------------------
 def test_atan_against_numpy():
     alpha, threshold = 3.0, 0.25
-    df = sweep("atan", params={"alpha": alpha, "threshold": threshold}, upstream=2.0)
+    df = sweep("atan", params={"alpha": alpha, "threshold": threshold}, upstream=2.0).frame
     x = df["x"].to_numpy()
     np.testing.assert_array_equal(df["forward"], (x > threshold).astype(np.float64))
     surrogate = (alpha / 2) / (1 + (math.pi * alpha * (x - threshold) / 2) ** 2)
@@ -90,7 +88,7 @@ def test_atan_against_numpy():
 
 
 def test_ste_sign_closed_boundary_and_zero_true_gradient():
-    df = sweep("ste_sign", n=2001)
+    df = sweep("ste_sign", n=2001).frame
     x = df["x"].to_numpy()
     np.testing.assert_array_equal(df["forward"], np.where(x >= 0, 1.0, -1.0))  # sign(0) = +1
     np.testing.assert_array_equal(df["custom_grad"], (np.abs(x) <= 1.0).astype(np.float64))
@@ -103,16 +101,16 @@ def test_ste_sign_closed_boundary_and_zero_true_gradient():
 
 
 def test_clip_gradient_clips_the_upstream_gradient():
-    df = sweep("clip_gradient", upstream=3.0)
+    df = sweep("clip_gradient", upstream=3.0).frame
     np.testing.assert_array_equal(df["forward"], df["x"])
     assert (df["true_grad"] == 3.0).all()  # autodiff of the identity passes dy = 3
     assert (df["custom_grad"] == 1.0).all()  # clip(3, -1, 1)
-    negative = sweep("clip_gradient", upstream=-0.25)
+    negative = sweep("clip_gradient", upstream=-0.25).frame
     assert (negative["custom_grad"] == -0.25).all()  # inside the clip: unchanged
 
 
 def test_log1pexp_against_numpy_including_the_overflow():
-    df = sweep("log1pexp", lo=-20.0, hi=100.0, n=2401)
+    df = sweep("log1pexp", lo=-20.0, hi=100.0, n=2401).frame
     x32 = df["x"].to_numpy().astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         naive = np.log(np.float32(1) + np.exp(x32))
@@ -133,13 +131,13 @@ def test_log1pexp_against_numpy_including_the_overflow():
 
 @pytest.mark.parametrize("key", [spec.key for spec in ops.by_family()["spike"]])
 def test_spike_ops_have_no_true_gradient(key):
-    df = sweep(key, n=101)
+    df = sweep(key, n=101).frame
     assert df["true_grad_missing"].all()
     assert (df["true_grad"] == 0).all()
 
 
 def test_float16_columns_hold_float16_values():
-    df = sweep("atan", dtype="float16", params={"alpha": 3.0})
+    df = sweep("atan", dtype="float16", params={"alpha": 3.0}).frame
     for column in FLOAT_COLUMNS:
         values = df[column].to_numpy()
         np.testing.assert_array_equal(values.astype(np.float16).astype(np.float64), values)
@@ -153,7 +151,7 @@ def test_float16_columns_hold_float16_values():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float64"])
 def test_other_dtypes(dtype):
-    df = sweep("gaussian", dtype=dtype, n=301)
+    df = sweep("gaussian", dtype=dtype, n=301).frame
     np_dtype = tf.as_dtype(dtype).as_numpy_dtype
     x = df["x"].to_numpy()
     np.testing.assert_array_equal(x.astype(np_dtype).astype(np.float64), x)
@@ -163,29 +161,31 @@ def test_other_dtypes(dtype):
 
 # -- argument checks ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "argument", "bounds"),
     [
-        ({"lo": 1.0, "hi": 1.0}, r"lo \(1\) must be below hi \(1\)"),
-        ({"lo": 2.0, "hi": -2.0}, r"lo \(2\) must be below hi"),
-        ({"lo": float("nan")}, r"lo = nan is not finite"),
-        ({"hi": float("inf")}, r"hi = inf is not finite"),
-        ({"lo": -2e6}, r"lo = -2e\+06 is outside the allowed range \[-1e\+06, 1e\+06\]"),
-        ({"hi": 1e5, "dtype": "float16"}, r"hi = 100000 is outside the allowed range \[-65504, 65504\]"),
-        ({"n": 10}, r"n = 10 is outside the allowed range \[11, 1_000_000\]"),
-        ({"n": 1_000_001}, r"n = 1000001 is outside the allowed range"),
-        ({"n": 100.0}, r"n must be a whole number in \[11, 1_000_000\]"),
-        ({"n": True}, r"n must be a whole number"),
-        ({"dtype": "int32"}, r"dtype must be one of float16, bfloat16, float32, float64"),
-        ({"upstream": float("nan")}, r"upstream = nan is not finite"),
-        ({"upstream": "1"}, r"upstream must be a number"),
-        ({"params": {"alpha": float("nan")}}, r"parameter 'alpha' is NaN; allowed range \[0.1, 10\]"),
-        ({"params": {"alpha": 50.0}}, r"parameter 'alpha' = 50 is outside the allowed range \[0.1, 10\]"),
-        ({"params": {"beta": 1.0}}, r"unknown parameter\(s\) beta"),
+        ({"lo": 1.0, "hi": 1.0}, "lo", ()),
+        ({"lo": 2.0, "hi": -2.0}, "hi", ()),
+        ({"lo": float("nan")}, "lo", (-1e6, 1e6)),
+        ({"hi": float("inf")}, "hi", (-1e6, 1e6)),
+        ({"lo": -2e6}, "lo", (-1e6, 1e6)),
+        ({"hi": 1e5, "dtype": "float16"}, "hi", (-65504, 65504)),  # float16's largest finite value
+        ({"n": 10}, "n", (11, 1_000_000)),
+        ({"n": 1_000_001}, "n", (11, 1_000_000)),
+        ({"n": 100.0}, "n", (11, 1_000_000)),
+        ({"n": True}, "n", (11, 1_000_000)),
+        ({"dtype": "int32"}, "dtype", ()),
+        ({"upstream": float("nan")}, "upstream", ()),
+        ({"upstream": "1"}, "upstream", ()),
+        ({"params": {"alpha": float("nan")}}, "alpha", (0.1, 10)),
+        ({"params": {"alpha": 50.0}}, "alpha", (0.1, 10)),
+        ({"params": {"beta": 1.0}}, "beta", ()),
     ],
 )
-def test_bad_input_raises_value_error_naming_the_argument(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_input_raises_value_error_naming_the_argument_and_what_is_allowed(kwargs, argument, bounds):
+    with pytest.raises(ValueError) as raised:
         sweep("atan", **kwargs)
+    allowed = {"dtype": ops.DTYPES, "beta": ("alpha", "threshold")}.get(argument, ())
+    assert_tells(str(raised.value), argument, bounds, allowed)
 
 
 def test_unknown_op_lists_valid_keys():
@@ -198,9 +198,9 @@ def test_parameter_and_length_changes_do_not_retrace():
     sweep("sigmoid", params={"slope": 10.0})
     traced = trace_count("sigmoid", "float32")
     assert traced >= 1
-    first = sweep("sigmoid", params={"slope": 10.0})
+    first = sweep("sigmoid", params={"slope": 10.0}).frame
     for slope, n, upstream in [(20.0, 2001, 1.0), (55.5, 501, 2.0), (99.0, 4000, -1.0)]:
-        df = sweep("sigmoid", params={"slope": slope, "threshold": 0.1}, n=n, upstream=upstream)
+        df = sweep("sigmoid", params={"slope": slope, "threshold": 0.1}, n=n, upstream=upstream).frame
         u = df["x"].to_numpy(np.float64) - 0.1
         with np.errstate(over="ignore"):  # cosh overflows to inf far out, where the surrogate is 0
             expected = upstream * slope / (4 * np.cosh(slope * u / 2) ** 2)  # slope * s(z) * s(-z)
@@ -229,15 +229,14 @@ def test_user_ops_are_cached_by_identity():
     assert (sweep(first, n=11)["custom_grad"] == 2.0).all()
     assert (sweep(second, n=11)["custom_grad"] == 3.0).all()  # same key, new function
     assert trace_count(first) == 1 and trace_count(second) == 1
-    df = sweep(first, n=11)
+    again = sweep(first, n=11)
     assert trace_count(first) == 1
-    assert spec_for(df, first) is first
-    assert spec_for(sweep(second, n=11)) is second  # the last user op swept with that key
+    assert again.spec is first and sweep(second, n=11).spec is second  # a sweep keeps the op it was made with
 
 
 def test_million_point_sweep():
     start = time.perf_counter()
-    df = sweep("fast_sigmoid", n=1_000_000)
+    df = sweep("fast_sigmoid", n=1_000_000).frame
     elapsed = time.perf_counter() - start
     assert len(df) == 1_000_000 + 1  # linspace(-3, 3, 1e6) misses 0: the threshold is inserted
     assert _row(df, 0.0)["point"] == "jump"
@@ -248,12 +247,13 @@ def test_million_point_sweep():
 
 # -- decimation ------------------------------------------------------------------------------------------------
 def test_decimate_keeps_points_jumps_and_extremes():
-    df = sweep("ste_tern", n=1_000_000, params={"threshold_value": 0.25})
-    small = decimate(df, max_points=5000)
+    result = sweep("ste_tern", n=1_000_000, params={"threshold_value": 0.25})
+    df = result.frame
+    small = decimate(result, max_points=5000)
     specials = int((df["point"] != "").sum())
     assert len(small) <= 5000 + 3 * specials
     assert small["x"].is_monotonic_increasing
-    assert small.attrs == df.attrs
+    assert small.spec is result.spec and small.params == result.params and small.n == result.n
     kept = set(small["x"])
     position = {x: i for i, x in enumerate(df["x"])}
     for x in df.loc[df["point"] != "", "x"]:
@@ -268,24 +268,26 @@ def test_decimate_keeps_points_jumps_and_extremes():
 
 
 def test_decimate_keeps_the_shape_of_a_smooth_curve():
-    df = sweep("gaussian", n=200_000, params={"alpha": 4.0})
-    small = decimate(df, max_points=2000)
+    result = sweep("gaussian", n=200_000, params={"alpha": 4.0})
+    df = result.frame
+    small = decimate(result, max_points=2000)
     assert len(small) <= 2000 + 3
     dense = np.interp(df["x"], small["x"], small["custom_grad"])
     assert np.max(np.abs(dense - df["custom_grad"])) < 0.01 * df["custom_grad"].max()
 
 
 def test_decimate_leaves_small_sweeps_alone():
-    df = sweep("atan", n=101)
-    assert decimate(df, max_points=5000) is df
-    with pytest.raises(ValueError, match="max_points must be a whole number >= 100"):
-        decimate(df, max_points=10)
+    result = sweep("atan", n=101)
+    assert decimate(result, max_points=5000) is result
+    with pytest.raises(ValueError, match=r"max_points.*100"):
+        decimate(result, max_points=10)
 
 
 def test_package_exports_the_computation_functions():
     import explorer
 
-    df = explorer.sweep("atan", n=11)
-    assert list(df.columns) == ["x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point"]
-    assert explorer.special_points(df)["x"].tolist() == [0.0]
-    assert explorer.metrics(df)["peak"].iloc[0] == pytest.approx(1.0)  # alpha / 2 at the threshold
+    result = explorer.sweep("atan", n=11)
+    assert isinstance(result, explorer.Sweep)
+    assert list(result.to_pandas().columns) == ["x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point"]
+    assert explorer.special_points(result)["x"].tolist() == [0.0]
+    assert explorer.metrics(result)["peak"].iloc[0] == pytest.approx(1.0)  # alpha / 2 at the threshold

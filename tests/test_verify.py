@@ -4,7 +4,6 @@ Broken ops are built by hand (a gradient of the wrong shape or dtype, None, NaN,
 not graph-safe) and every check must report them as a failed Check with a clear message, never raise.
 """
 
-import dataclasses
 import json
 
 import numpy as np
@@ -41,11 +40,9 @@ def by_name(results):
 
 
 # -- the Check record ----------------------------------------------------------------------------------
-def test_check_is_a_frozen_dataclass_with_a_level():
-    result = verify.Check("finite", True, "ok", "warn")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        result.passed = False
-    assert verify.Check("finite", False, "bad", "fail").passed is False
+def test_a_warning_passes_and_only_a_failure_fails():
+    assert verify.Check("finite", True, "worth a look", "warn").passed
+    assert not verify.Check("finite", False, "bad", "fail").passed
 
 
 @pytest.mark.parametrize("passed,level", [(True, "fail"), (False, "pass"), (True, "maybe")])

@@ -1,144 +1,51 @@
 """Editor page: write a forward and a custom gradient as expressions, plot them, check them, export them.
 
-The editor's contents live in the URL (``u_name``, ``u_fwd``, ``u_grad``, ``u_params`` as
-``"k:25:1:100;a:2:1:5"`` = name:default:low:high, ``u_points`` as ``"0, -1/k"``), read once per
-session and written back whenever a new op compiles. A rejected expression shows the parser's
-message and leaves the last good op on screen; a bad URL value shows a notice, never an exception.
+The editor's contents are an :class:`explorer.state.EditorSource`, kept in the URL (see
+``explorer.state``), read once per session and written back whenever a new op compiles. A rejected
+expression shows the parser's message and leaves the last good op on screen; a bad URL value shows a
+notice, never an exception. The last source that compiled is ``st.session_state[GOOD_KEY]``; the
+Train page offers its op too.
 """
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import streamlit as st
 
 import ops
 from explorer import export, expr, figures, verify
 from explorer.points import display_table, special_points
-from explorer.sweep import sweep
+from explorer.state import (
+    DEFAULT,
+    EDITOR_SOURCE_KEY,
+    EditorSource,
+    compile_editor_op,
+    editor_from_query,
+    editor_to_query,
+)
+from explorer.sweeps import sweep
 from explorer.ui.widgets import literal, show_formulas
 
 MAX_PARAMS = expr.MAX_PARAMS
 MAX_CACHED = 16
-GOOD_KEY = "editor.good"  # the last source that compiled: what the page shows
+GOOD_KEY = EDITOR_SOURCE_KEY  # the last source that compiled: what the page shows
 ERROR_KEY = "editor.error"  # the parser's message for the last submitted source, if it was rejected
 NOTICES_KEY = "editor.notices"
-URL_KEYS = ("u_name", "u_fwd", "u_grad", "u_params", "u_points")
 LEVEL_ICONS = {"pass": "✅", "warn": "⚠️", "fail": "❌"}
-@dataclass(frozen=True)
-class EditorSource:
-    """Everything the user typed; hashable, so it keys the caches. ``params``: (name, default, low, high)."""
-
-    name: str = "my_spike"
-    forward: str = "where(x > 0, 1, 0)"
-    gradient: str = "1 / (k * abs(x) + 1) ** 2"
-    params: tuple[tuple[str, float, float, float], ...] = (("k", 25.0, 1.0, 100.0),)
-    points: str = "0"
-
-
-DEFAULT = EditorSource()
-
-
-# -- text forms (URL values) ------------------------------------------------------------------------
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
-def params_to_text(params: tuple[tuple[str, float, float, float], ...]) -> str:
-    return ";".join(f"{name}:{_fmt(d)}:{_fmt(lo)}:{_fmt(hi)}" for name, d, lo, hi in params)
-
-
-def params_from_text(text: str) -> tuple[tuple[str, float, float, float], ...]:
-    """``"k:25:1:100;a:2:1:5"`` -> (("k", 25, 1, 100), ("a", 2, 1, 5)); ValueError says what is wrong."""
-    params = []
-    for item in (part.strip() for part in text.split(";")):
-        if not item:
-            continue
-        fields = item.split(":")
-        if len(fields) != 4:
-            raise ValueError(f"{item!r} is not name:default:low:high")
-        name, *numbers = (field.strip() for field in fields)
-        try:
-            default, low, high = (float(number) for number in numbers)
-        except ValueError:
-            raise ValueError(f"{item!r}: default, low and high must be numbers") from None
-        if not all(math.isfinite(v) for v in (default, low, high)):
-            raise ValueError(f"{item!r}: default, low and high must be finite")
-        params.append((name, default, low, high))
-    if len(params) > MAX_PARAMS:
-        raise ValueError(f"{len(params)} parameters given; at most {MAX_PARAMS} are allowed")
-    return tuple(params)
-
-
-def points_from_text(text: str) -> list[float | str | tuple[float | str, str]]:
-    """``"0, -1/k, 1:kink"``: numbers or expressions of the parameters, each optionally ``:kind``."""
-    points: list[float | str | tuple[float | str, str]] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        value_text, _, kind = item.partition(":")
-        value_text, kind = value_text.strip(), kind.strip()
-        try:
-            value: float | str = float(value_text)
-        except ValueError:
-            value = value_text
-        points.append((value, kind) if kind else value)
-    return points
-
-
-def to_query(source: EditorSource) -> dict[str, str]:
-    return {
-        "u_name": source.name,
-        "u_fwd": source.forward,
-        "u_grad": source.gradient,
-        "u_params": params_to_text(source.params),
-        "u_points": source.points,
-    }
-
-
-def from_query(query) -> tuple[EditorSource | None, list[str]]:
-    """The editor source in the URL (None if it has no u_* key) and notices about ignored values."""
-    if not any(key in query for key in URL_KEYS):
-        return None, []
-    notices: list[str] = []
-    values = {}
-    for key, field in (("u_name", "name"), ("u_fwd", "forward"), ("u_grad", "gradient"), ("u_points", "points")):
-        if key in query:
-            text = str(query[key])
-            if len(text) > expr.MAX_LENGTH:
-                notices.append(f"URL value {key} is longer than {expr.MAX_LENGTH} characters and was ignored.")
-                continue
-            values[field] = text
-    if "u_params" in query:
-        try:
-            values["params"] = params_from_text(str(query["u_params"]))
-        except ValueError as error:
-            notices.append(f"URL value u_params was ignored ({error}); the example's parameters are used.")
-    source = EditorSource(**{**DEFAULT.__dict__, **values})
-    return source, notices
 
 
 # -- cached computation (keyed on the source text) ----------------------------------------------------
-def _points_argument(source: EditorSource):
-    return points_from_text(source.points)
+def compiled_op(source: EditorSource) -> ops.OpSpec:
+    """The compiled user op; raises expr.ExpressionError (not cached) for a rejected source."""
+    return compile_editor_op(source)
 
 
 @st.cache_resource(max_entries=MAX_CACHED, show_spinner=False)
-def compiled_op(source: EditorSource) -> ops.OpSpec:
-    """The compiled user op; raises expr.ExpressionError (not cached) for a rejected source."""
-    params = {name: (default, low, high) for name, default, low, high in source.params}
-    if len(params) != len(source.params):
-        raise expr.ExpressionError("two parameters have the same name", expression="params")
-    return expr.compile_op(source.name, source.forward, source.gradient, params=params, points=_points_argument(source))
-
-
-@st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
 def cached_view(source: EditorSource, values: tuple[tuple[str, float], ...]):
+    """Sweep, points and figure: shared read-only objects (a Sweep holds the op, which does not pickle)."""
     spec = compiled_op(source)
-    df = sweep(spec, params=dict(values))
-    points = special_points(df, spec)
-    return df, points, figures.main_figure(df, points, title=spec.title)
+    result = sweep(spec, params=dict(values))
+    points = special_points(result)
+    return result, points, figures.main_figure(result, points, title=spec.title)
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Running the gradient checker...")
@@ -208,7 +115,7 @@ def _initialise() -> None:
     """Once per session: the source from the URL (or the example), compiled if possible."""
     if GOOD_KEY in st.session_state:
         return
-    source, notices = from_query(st.query_params.to_dict())
+    source, notices = editor_from_query(st.query_params.to_dict())
     st.session_state[NOTICES_KEY] = notices
     st.session_state[GOOD_KEY] = DEFAULT
     st.session_state[ERROR_KEY] = None
@@ -331,7 +238,7 @@ def page() -> None:
     with st.expander("Show the module"):
         st.code(module_text, language="python")
 
-    query = to_query(source)
+    query = editor_to_query(source)
     if any(st.query_params.get(k) != v for k, v in query.items()):
         for k, v in query.items():
             st.query_params[k] = v

@@ -17,7 +17,7 @@ from explorer import figures
 from explorer import state as url_state
 from explorer.metrics import metrics_table
 from explorer.points import display_table, special_points
-from explorer.sweep import sweep
+from explorer.sweeps import sweep
 from explorer.ui.widgets import literal, show_formulas
 
 STATE_KEY = "explore.state"
@@ -33,30 +33,32 @@ MAX_CACHED_SWEEPS = 32
 
 
 # -- cached computation ----------------------------------------------------------------------------
-@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+# st.cache_resource, not st.cache_data: the results are immutable and shared read-only, so no rerun
+# pays for pickling a copy (and a Sweep holds its op, whose TensorFlow functions do not pickle).
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float):
     """Sweep and special points for one set of inputs (every input is part of the cache key)."""
-    df = sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
-    return df, special_points(df)
+    result = sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
+    return result, special_points(result)
 
 
-@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_main_figure(op, params, lo, hi, n, dtype, upstream, overlay: bool):
-    df, points = cached_view(op, params, lo, hi, n, dtype, upstream)
-    return figures.main_figure(df, points, overlay=overlay)
+    result, points = cached_view(op, params, lo, hi, n, dtype, upstream)
+    return figures.main_figure(result, points, overlay=overlay)
 
 
-@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_metrics(op, params, lo, hi, n, dtype, upstream) -> pd.DataFrame:
-    df, _ = cached_view(op, params, lo, hi, n, dtype, upstream)
-    return metrics_table([df], [op])
+    result, _ = cached_view(op, params, lo, hi, n, dtype, upstream)
+    return metrics_table([result], [op])
 
 
-@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], labels: tuple[str, ...], lo, hi, n, dtype, upstream):
     """Compare figure and metrics table for several (op, params) runs over one range."""
     views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
-    sweeps = [df for df, _ in views]
+    sweeps = [result for result, _ in views]
     return figures.compare_figure(sweeps, list(labels), [points for _, points in views]), metrics_table(sweeps, list(labels))
 
 
@@ -294,12 +296,12 @@ def page() -> None:
     state = replace(state, overlay=bool(st.session_state["w.overlay"]))
 
     try:
-        df, points = cached_view(*_key(state))
+        result, points = cached_view(*_key(state))
     except ValueError as error:
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
-        df = points = None
+        result = points = None
 
-    if df is not None:
+    if result is not None:
         figure = cached_main_figure(*_key(state), state.overlay)
         st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
         undeclared = points[points["status"] == "undeclared"]
@@ -319,12 +321,12 @@ def page() -> None:
 
     state = _compare_section(state)
 
-    if df is not None:
+    if result is not None:
         st.subheader("Downloads")
         col_csv, col_html = st.columns(2)
         col_csv.download_button(
-            f"Sweep as CSV ({len(df):,} rows)",
-            data=lambda: df.to_csv(index=False),
+            f"Sweep as CSV ({len(result):,} rows)",
+            data=lambda: result.frame.to_csv(index=False),
             file_name=f"{spec.key}_sweep.csv",
             mime="text/csv",
             on_click="ignore",

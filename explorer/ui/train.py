@@ -32,7 +32,6 @@ import ops
 from explorer import state as url_state
 from explorer import tasks, train
 from explorer.train_figures import loss_figure, prediction_figure, run_colour
-from explorer.ui import editor
 from explorer.ui.widgets import literal
 
 SESSION_KEY = "train.session"
@@ -45,6 +44,7 @@ PREDICTIONS_KEY = "train.predictions"  # (session id, epoch, predictions): drawn
 TICK_SECONDS = 0.5
 TRAIN_SECONDS_PER_TICK = 0.25  # shared by everyone training at once: the server stays responsive
 MAX_RUNS = 6
+OPTIMIZER_LABELS = {"adam": "Adam", "sgd": "SGD", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
 STATUS_BADGES = {
     "ok": ":green-badge[ok]",
     "diverged": ":red-badge[diverged]",
@@ -75,13 +75,7 @@ class TrainConfig:
 
 
 def _user_op() -> ops.OpSpec | None:
-    source = st.session_state.get(editor.GOOD_KEY)
-    if source is None:
-        return None
-    try:
-        return editor.compiled_op(source)
-    except ValueError:
-        return None
+    return url_state.editor_op(st.session_state.get(url_state.EDITOR_SOURCE_KEY))
 
 
 def _default_runs() -> pd.DataFrame:
@@ -131,19 +125,30 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         st.header("Data")
         task = st.selectbox("Task", tasks.names(), format_func=lambda name: tasks.get(name).title, key="train.task")
         st.caption(tasks.get(task).description)
-        n = st.number_input("Points", min_value=16, max_value=10_000, value=512, step=64, key="train.n")
-        noise = st.slider("Noise", 0.0, 1.0, 0.1, 0.01, key="train.noise")
+        n = st.number_input(
+            "Points", min_value=tasks.MIN_POINTS, max_value=tasks.MAX_POINTS, value=tasks.DEFAULT_POINTS, step=64, key="train.n"
+        )
+        noise = st.slider("Noise", 0.0, tasks.MAX_NOISE, tasks.DEFAULT_NOISE, 0.01, key="train.noise")
         st.header("Model")
-        width = st.slider("Hidden width", 1, train.MAX_WIDTH, 16, key="train.width")
+        width = st.slider("Hidden width", 1, train.MAX_WIDTH, train.DEFAULT_WIDTH, key="train.width")
         depth = st.slider("Hidden layers", 1, train.MAX_DEPTH, 1, key="train.depth")
         st.header("Optimiser")
-        optimizer = st.selectbox("Optimiser", ["adam", "sgd"], format_func=lambda name: {"adam": "Adam", "sgd": "SGD"}[name], key="train.optimizer")
+        optimizer = st.selectbox(
+            "Optimiser", list(train.OPTIMIZERS), format_func=lambda name: OPTIMIZER_LABELS.get(name, name), key="train.optimizer"
+        )
         learning_rate = st.number_input(
-            "Learning rate", min_value=1e-6, max_value=train.MAX_LEARNING_RATE, value=0.03, format="%g", key="train.lr"
+            "Learning rate",
+            min_value=1e-6,
+            max_value=train.MAX_LEARNING_RATE,
+            value=train.DEFAULT_LEARNING_RATE,
+            format="%g",
+            key="train.lr",
         )
         full_batch = st.toggle("Full batch", value=True, key="train.full_batch")
-        batch_size = None if full_batch else st.number_input("Batch size", 1, 10_000, 64, key="train.batch_size")
-        epochs = st.number_input("Epochs", min_value=1, max_value=train.MAX_EPOCHS, value=300, step=50, key="train.epochs")
+        batch_size = None if full_batch else st.number_input("Batch size", 1, tasks.MAX_POINTS, 64, key="train.batch_size")
+        epochs = st.number_input(
+            "Epochs", min_value=1, max_value=train.MAX_EPOCHS, value=train.DEFAULT_EPOCHS, step=50, key="train.epochs"
+        )
         seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, key="train.seed")
 
     st.subheader("Runs to compare")

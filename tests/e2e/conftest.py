@@ -2,7 +2,7 @@
 
 Without Chromium (or Playwright) these tests skip with a message naming what is missing; with
 ``CI=true`` they fail instead, so CI cannot pass by skipping them. The app is "settled" when its
-script run is over (see :data:`explorer.bench_browser.SETTLED_JS`), never after a fixed sleep.
+script run is over (see :data:`explorer.harness.SETTLED_JS`), never after a fixed sleep.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from explorer import bench_browser
+from explorer.bench import harness
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "e2e"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -33,8 +33,8 @@ def _missing_browser_reason() -> str | None:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         return "the Python package 'playwright' is not installed (pip install -r requirements-dev.txt)"
-    if not bench_browser.chromium_available():
-        return f"Chromium is missing: no executable at {bench_browser.CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)"
+    if not harness.chromium_available():
+        return f"Chromium is missing: no executable at {harness.CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)"
     return None
 
 
@@ -45,14 +45,14 @@ def chromium_path() -> str:
         if IN_CI:
             pytest.fail(f"CI=true and {reason}", pytrace=False)
         pytest.skip(reason)
-    return bench_browser.CHROMIUM
+    return harness.CHROMIUM
 
 
 @pytest.fixture(scope="session")
-def app_server(chromium_path):
+def app_server():
     """``streamlit run app.py`` on a free port of 127.0.0.1; terminated (then killed) at the end."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with bench_browser.serve_app(log_path=ARTIFACTS / "streamlit.log") as server:
+    with harness.serve_app(log_path=ARTIFACTS / "streamlit.log") as server:
         yield server
 
 
@@ -61,7 +61,7 @@ def browser(chromium_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path, args=list(bench_browser.CHROMIUM_ARGS))
+        browser = playwright.chromium.launch(executable_path=chromium_path, args=list(harness.CHROMIUM_ARGS))
         yield browser
         browser.close()
 
@@ -80,20 +80,20 @@ class App:
         return self
 
     def settle(self, timeout: float = SETTLE_SECONDS) -> None:
-        self.page.wait_for_function(bench_browser.SETTLED_JS, timeout=timeout * 1000)
+        self.page.wait_for_function(harness.SETTLED_JS, timeout=timeout * 1000)
 
     def figure(self, key: str = "main_figure") -> dict | None:
-        return self.page.evaluate(bench_browser.FIGURE_JS, key)
+        return self.page.evaluate(harness.FIGURE_JS, key)
 
     def wait_figure(self, key: str = "main_figure") -> dict:
-        self.page.wait_for_function(bench_browser.FIGURE_JS, arg=key, timeout=SETTLE_SECONDS * 1000)
+        self.page.wait_for_function(harness.FIGURE_JS, arg=key, timeout=SETTLE_SECONDS * 1000)
         return self.figure(key)
 
     def wait_figure_change(self, before: dict | None, key: str = "main_figure") -> dict:
         """Wait until the drawn data of chart ``key`` differs from ``before`` and the run is over."""
         self.page.wait_for_function(
-            f"([before, key]) => ({bench_browser.SETTLED_JS})() && "
-            f"JSON.stringify(({bench_browser.FIGURE_JS})(key)) !== JSON.stringify(before)",
+            f"([before, key]) => ({harness.SETTLED_JS})() && "
+            f"JSON.stringify(({harness.FIGURE_JS})(key)) !== JSON.stringify(before)",
             arg=[before, key],
             timeout=SETTLE_SECONDS * 1000,
         )
@@ -127,7 +127,7 @@ class App:
         grid = self.page.get_by_test_id("stDataFrame").nth(index)
         grid.scroll_into_view_if_needed()
         grid.locator('[role="gridcell"]').first.wait_for(state="attached", timeout=10_000)
-        return grid.evaluate(bench_browser.GRID_ROWS_JS)
+        return grid.evaluate(harness.GRID_ROWS_JS)
 
     def sidebar_slider(self, label: str):
         return self.page.get_by_test_id("stSidebar").get_by_test_id("stSlider").filter(has_text=label)
@@ -159,7 +159,7 @@ class App:
 @pytest.fixture
 def app(browser, app_server, request):
     """A fresh browser context (so a fresh Streamlit session) per test."""
-    context = browser.new_context(viewport=bench_browser.VIEWPORT, accept_downloads=True)
+    context = browser.new_context(viewport=harness.VIEWPORT, accept_downloads=True)
     page = context.new_page()
     page.set_default_timeout(30_000)
     application = App(page, app_server.url)

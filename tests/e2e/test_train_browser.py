@@ -10,7 +10,8 @@ import time
 import pytest
 
 import ops
-from explorer import bench_browser, train
+from explorer import train
+from explorer.bench import harness
 from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.e2e
@@ -94,7 +95,7 @@ def test_five_users_at_once_see_only_their_own_op_and_runs(app_server):
     def drive() -> None:  # a thread of its own: the session's sync Playwright owns this thread's loop
         try:
             outcome["users"] = asyncio.run(
-                bench_browser.many_users(app_server.url, [s.key for s in specs], USER_EPOCHS,
+                harness.many_users(app_server.url, [s.key for s in specs], USER_EPOCHS,
                                          screenshot_dir=ARTIFACTS, params=params)
             )  # fmt: skip
         except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread

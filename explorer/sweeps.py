@@ -1,6 +1,7 @@
 """Sweep an op over a range of x: forward, true gradient and custom gradient in one compiled call.
 
-A sweep is a :class:`pandas.DataFrame` with one row per x (sorted):
+:func:`sweep` returns a :class:`Sweep`: the op's spec, its resolved parameters, the range, dtype and
+upstream gradient, and the table (``.frame``, a :class:`pandas.DataFrame` with one row per x, sorted):
 
 * ``x``, ``forward``, ``true_grad``, ``custom_grad``: float64 columns for a float64 sweep, float32
   columns otherwise, holding the values of the sweep dtype exactly (a float16 sweep holds float16
@@ -11,29 +12,26 @@ A sweep is a :class:`pandas.DataFrame` with one row per x (sorted):
   with categories ``"" + ops.KINDS``; where two declared points share an x, the first kind in
   ``ops.KINDS`` order is shown, e.g. ``"jump"`` before ``"kink"``).
 
+The special points, metrics, figures and checks take the :class:`Sweep`, so they never have to
+look the op up again; :meth:`Sweep.evaluate` computes the same op at other x (to zoom in).
+
 The x grid is ``numpy.linspace(lo, hi, n)`` rounded to the sweep dtype, plus every declared point in
 ``[lo, hi]`` at its exact dtype value, so that the value a convention gives AT the point is in the
-data. Duplicates are dropped, so ``len(df) <= n + len(points)``; it is less than ``n`` when the
+data. Duplicates are dropped, so ``len(sweep) <= n + len(points)``; it is less than ``n`` when the
 dtype cannot hold ``n`` distinct values in the range (bfloat16 on [-3, 3] keeps about 1,000).
 
 ``true_grad`` and ``custom_grad`` are for a constant upstream gradient ``dy = upstream``: both are
 ``dy`` times the local factor, except ops whose backward acts on ``dy`` itself (``clip_gradient``).
-
-``df.attrs`` holds ``op`` (the key), ``params`` (resolved), ``lo``, ``hi``, ``n``, ``dtype``,
-``upstream``, ``title``. pandas deep-copies attrs, so the :class:`ops.OpSpec` is not stored there;
-:func:`spec_for` gets it back: from the registry for built-in ops, and for a user op from the op
-passed again or, failing that, the most recently swept user op with that key.
 
 Speed: one ``tf.function`` per (op, dtype), cached, with x of any length and the parameters and the
 upstream gradient as tensors, so neither a new parameter value nor a new ``n`` retraces it
 (:func:`trace_count` counts traces). The grid and its tensor are cached on (range, n, dtype, special
 points), so a slider that moves a parameter but no special point reuses them. The results leave
 TensorFlow in the sweep dtype through DLPack without a copy (only half-precision results are
-widened, by NumPy). It is not XLA-compiled although
-that was 2-3x faster: XLA
-changes the numbers (its exp/tanh differ from TensorFlow's by up to 1e-4 relative in float32, and
-it rewrites the deliberately naive ``log(1 + exp(x))`` of ``log1pexp``), and it recompiles for
-every new length of x. The sweep must show what eager TensorFlow training computes.
+widened, by NumPy). It is not XLA-compiled although that was 2-3x faster: XLA changes the numbers
+(its exp/tanh differ from TensorFlow's by up to 1e-4 relative in float32, and it rewrites the
+deliberately naive ``log(1 + exp(x))`` of ``log1pexp``), and it recompiles for every new length of
+x. The sweep must show what eager TensorFlow training computes.
 """
 
 from __future__ import annotations
@@ -43,6 +41,8 @@ import math
 import numbers
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ import pandas as pd
 import tensorflow as tf
 
 import ops
+from explorer import detect
 
 COLUMNS = ("x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point")
 POINT_CATEGORIES = ("", *ops.KINDS)
@@ -62,7 +63,6 @@ Evaluator = Callable[..., tuple[tf.Tensor, ...]]
 _BUILTIN_FUNCTIONS: dict[tuple[str, str], Evaluator] = {}
 _USER_FUNCTIONS: OrderedDict[tuple[ops.OpSpec, str], Evaluator] = OrderedDict()
 _TRACES: dict[tuple[int, str], int] = {}
-_USER_SPECS: dict[str, ops.OpSpec] = {}
 GRID_CACHE_SIZE = 8  # grids (with their tensors) kept for reuse: 8 MB each at 1M float32 points
 
 
@@ -79,11 +79,6 @@ def _real(value: Any, name: str, allowed: str) -> float:
 def numpy_dtype(dtype: str) -> np.dtype:
     """The NumPy dtype of a sweep dtype name (bfloat16 is ``ml_dtypes.bfloat16``)."""
     return np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
-
-
-def compute_dtype(dtype: str) -> str:
-    """Half-precision sweeps are computed in float32 by the ops (see ``ops.registry``)."""
-    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def validate_dtype(dtype: Any) -> str:
@@ -301,6 +296,58 @@ def _cached_grid(
     return x, codes, tf.constant(x)
 
 
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """One sweep: what was swept (``spec``, resolved ``params``, ``lo``, ``hi``, ``n``, ``dtype``,
+    ``upstream``) and the result ``frame``. Immutable; treat ``frame`` as read-only (it may be shared
+    by caches), or take :meth:`to_pandas` for a copy of your own. ``sweep["x"]`` is a column."""
+
+    spec: ops.OpSpec
+    params: Mapping[str, float]
+    lo: float
+    hi: float
+    n: int
+    dtype: str
+    upstream: float
+    frame: pd.DataFrame
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def grid_step(self) -> float:
+        return (self.hi - self.lo) / (self.n - 1)
+
+    @property
+    def declared_points(self) -> list[ops.Point]:
+        """The op's declared points in ``[lo, hi]`` at these parameters (sorted)."""
+        return self.spec.points(self.lo, self.hi, self.dtype, **self.params)
+
+    @property
+    def title(self) -> str:
+        return self.spec.title
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, column: str) -> pd.Series:
+        return self.frame[column]
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A copy of the table, for CSV export or your own analysis."""
+        return self.frame.copy()
+
+    def evaluate(self, x: np.ndarray, dtype: str | None = None) -> dict[str, np.ndarray | bool]:
+        """The same op, parameters and upstream gradient at other ``x`` (in ``dtype``, default the
+        sweep's own), as :func:`evaluate` returns them: zooming in on a point needs nothing else."""
+        return evaluate(self.spec, x, self.params, self.upstream, dtype or self.dtype)
+
+    def with_frame(self, frame: pd.DataFrame) -> Sweep:
+        """The same sweep description with other rows (e.g. fewer, for plotting)."""
+        return Sweep(self.spec, self.params, self.lo, self.hi, self.n, self.dtype, self.upstream, frame)
+
+
 def sweep(
     op: str | ops.OpSpec,
     lo: float = -3.0,
@@ -309,7 +356,7 @@ def sweep(
     params: Mapping[str, float] | None = None,
     upstream: float = 1.0,
     dtype: str = "float32",
-) -> pd.DataFrame:
+) -> Sweep:
     """Forward, true gradient and custom gradient of ``op`` on ``n`` points of [lo, hi] plus its special points."""
     spec = ops.get(op)
     dtype = validate_dtype(dtype)
@@ -328,78 +375,39 @@ def sweep(
         },
         copy=False,  # the arrays are new and ours: no need for pandas to copy them again
     )
-    if not _is_registered(spec):
-        _USER_SPECS[spec.key] = spec
-    frame.attrs = {
-        "op": spec.key,
-        "params": dict(resolved),
-        "lo": lo,
-        "hi": hi,
-        "n": n,
-        "dtype": dtype,
-        "upstream": upstream,
-        "title": spec.title,
-    }
-    return frame
-
-
-def spec_for(df: pd.DataFrame, op: str | ops.OpSpec | None = None) -> ops.OpSpec:
-    """The OpSpec a sweep was made with: ``op`` if given, else the built-in or last-swept user op of that key."""
-    key = df.attrs.get("op")
-    if op is not None:
-        spec = ops.get(op)
-        if key is not None and spec.key != key:
-            raise ValueError(f"op {spec.key!r} does not match the sweep's op {key!r}")
-        return spec
-    if key is None:
-        raise ValueError("df has no attrs['op']: pass the op, or make df with explorer.sweep.sweep")
-    if key in _USER_SPECS:
-        return _USER_SPECS[key]
-    return ops.get(key)
+    return Sweep(spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame)
 
 
 # -- decimation for plotting ---------------------------------------------------------------------------
 VALUE_COLUMNS = ("forward", "true_grad", "custom_grad")
 
 
-def _jump_rows(values: np.ndarray) -> np.ndarray:
-    """Indices i where values[i] -> values[i+1] changes far more than the neighbouring steps do."""
-    finite = np.isfinite(values)
-    step = np.abs(np.diff(np.where(finite, values, 0.0)))
-    step[~(finite[1:] & finite[:-1])] = 0.0
-    if step.size < 5:
-        return np.flatnonzero(step > 0)
-    span = np.nanmax(values[finite]) - np.nanmin(values[finite]) if finite.any() else 0.0
-    padded = np.pad(step, 2, mode="edge")
-    around = np.maximum.reduce([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]])
-    is_jump = (step > 4.0 * around) & (step > 1e-3 * span)
-    # where finite meets non-finite, keep both sides too
-    edges = np.flatnonzero(finite[1:] != finite[:-1])
-    return np.union1d(np.flatnonzero(is_jump), edges)
-
-
-def decimate(df: pd.DataFrame, max_points: int = 5000) -> pd.DataFrame:
+def decimate(result: Sweep, max_points: int = 5000) -> Sweep:
     """At most ~``max_points`` rows that keep the shape of every curve, for plotting.
 
-    Keeps every special-point row and both its neighbours, both sides of every jump of the
-    forward / true / custom columns (at most ``max_points // 4`` jumps, the largest first), and per
-    bucket of consecutive rows the first, last, minimum and maximum row of each value column
-    (M4 aggregation). Returns ``df`` itself when it is already small enough; attrs are kept.
+    Keeps every special-point row and both its neighbours, both sides of every jump candidate
+    (:func:`explorer.detect.jump_intervals`) and of every NaN/inf edge of the forward / true /
+    custom columns (at most ``max_points // 4`` of them, the largest first), and per bucket of
+    consecutive rows the first, last, minimum and maximum row of each value column (M4
+    aggregation). Returns ``result`` itself when it is already small enough.
     """
     if isinstance(max_points, bool) or not isinstance(max_points, numbers.Integral) or max_points < 100:
         raise ValueError(f"max_points must be a whole number >= 100, got {max_points!r}")
+    df = result.frame
     size = len(df)
     if size <= max_points:
-        return df
+        return result
     keep = np.zeros(size, dtype=bool)
     keep[[0, size - 1]] = True
     special = np.flatnonzero(np.asarray(df["point"] != ""))
     for offset in (-1, 0, 1):
         keep[np.clip(special + offset, 0, size - 1)] = True
     budget = max_points // 4
+    x = df["x"].to_numpy(dtype=np.float64)
+    eps = float(np.finfo(numpy_dtype(ops.compute_dtype(result.dtype))).eps)
     for column in VALUE_COLUMNS:
         values = df[column].to_numpy(dtype=np.float64)
-        rows = _jump_rows(values)
+        rows = np.union1d(detect.jump_intervals(x, values, eps), detect.finite_edges(values))
         if rows.size > budget // len(VALUE_COLUMNS):
             sizes = np.abs(np.nan_to_num(values[rows + 1] - values[rows], nan=np.inf, posinf=np.inf, neginf=np.inf))
             rows = rows[np.argsort(-sizes, kind="stable")[: budget // len(VALUE_COLUMNS)]]
@@ -423,6 +431,4 @@ def decimate(df: pd.DataFrame, max_points: int = 5000) -> pd.DataFrame:
         high[:size] = np.where(finite, values, -np.inf)
         keep[np.minimum(starts + low.reshape(buckets, width).argmin(axis=1), size - 1)] = True
         keep[np.minimum(starts + high.reshape(buckets, width).argmax(axis=1), size - 1)] = True
-    result = df.iloc[np.flatnonzero(keep)]
-    result.attrs = dict(df.attrs)
-    return result
+    return result.with_frame(df.iloc[np.flatnonzero(keep)])

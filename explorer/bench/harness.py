@@ -1,41 +1,25 @@
-"""Browser benchmark: several users training at once on one server, measured from real browsers.
+"""The browser harness shared by the browser benchmark and ``tests/e2e``: a served app, Chromium's
+launch flags, the JavaScript probes that tell when a page is settled and what a chart drew, and the
+page actions of one user (explore an op, train it, wait for the results).
 
-    python -m explorer.bench_browser [--sessions 5] [--seconds 60] [--slider-moves 12] [--json]
-
-Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
-one browser context per user, and has every user open the Explore page with a different op, go
-to the Train page and train that op (custom and true gradient) for ``--seconds``. Meanwhile one
-more context moves a slider on the Explore page again and again. Reported:
-
-- the server's peak memory: the largest sampled sum of VmRSS over the streamlit process and its
-  children (read from ``/proc`` every 0.2 s), and the sum of their VmHWM (each process's own
-  high-water mark; an upper bound of the true peak of the sum);
-- the median time from a slider key press to the updated figure in the browser (the figure's
-  data has changed and the script run is over), idle and with the users training.
-
-The server, browser launch flags, page-state checks and the many-users driver here are shared
-with ``tests/e2e``. Playwright is a development dependency (requirements-dev.txt).
+Tooling, not product: Playwright is a development dependency (requirements-dev.txt), and nothing the
+app imports imports this package.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 try:  # a development dependency (requirements-dev.txt); the module still imports without it
@@ -44,7 +28,7 @@ try:  # a development dependency (requirements-dev.txt); the module still import
 except ImportError:  # pragma: no cover
     PlaywrightTimeoutError, async_playwright = TimeoutError, None
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = (
     "--headless",
@@ -55,9 +39,6 @@ CHROMIUM_ARGS = (
     "--no-first-run",
 )
 VIEWPORT = {"width": 1400, "height": 1000}
-MEMORY_TARGET_BYTES = 2 * 1024**3
-LATENCY_TARGET_SECONDS = 1.0
-MEMORY_SAMPLE_SECONDS = 0.2
 RESULTS_TIMEOUT_SECONDS = 180.0  # a user still without results this long after Start (+ stop_after) is a failure
 
 # The app has finished its script run and drawn everything: Streamlit 1.67 sets stApp's
@@ -161,63 +142,6 @@ def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: 
 
 
 # -- memory from /proc -------------------------------------------------------------------------------
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                todo.extend(int(child) for child in (task / "children").read_text().split())
-            except OSError:
-                continue
-    return found
-
-
-def _status_kib(pid: int, field_name: str) -> int:
-    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree_memory(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS, sum of VmHWM) in bytes over ``pid`` and its descendants."""
-    pids = process_tree(pid)
-    return (
-        sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
-        sum(_status_kib(p, "VmHWM") for p in pids) * 1024,
-    )
-
-
-class MemorySampler:
-    """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
-
-    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_SECONDS):
-        self.pid, self.interval = pid, interval
-        self.peak_rss = self.peak_hwm = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss, hwm = tree_memory(self.pid)
-            self.peak_rss, self.peak_hwm = max(self.peak_rss, rss), max(self.peak_hwm, hwm)
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
 
 # -- async page actions (the e2e tests have sync twins in tests/e2e/conftest.py) ---------------------------
 async def settle(page, timeout: float = 90.0) -> None:
@@ -381,143 +305,3 @@ async def many_users(
             await browser.close()
 
 
-# -- the benchmark ---------------------------------------------------------------------------------------
-@dataclass
-class BenchResult:
-    sessions: int
-    train_seconds: float
-    peak_rss_bytes: int
-    peak_hwm_sum_bytes: int
-    latency_idle_median_s: float
-    latency_loaded_median_s: float
-    latency_loaded_samples: list[float]
-    users: list[dict[str, Any]]
-
-    @property
-    def memory_ok(self) -> bool:
-        return self.peak_rss_bytes < MEMORY_TARGET_BYTES
-
-    @property
-    def latency_ok(self) -> bool:
-        return self.latency_loaded_median_s < LATENCY_TARGET_SECONDS
-
-
-async def _slider_latencies(browser, url: str, op: str, moves: int) -> list[float]:
-    context = await browser.new_context(viewport=VIEWPORT)
-    page = await context.new_page()
-    try:
-        await open_explore(page, url, op)
-        samples = []
-        for _ in range(moves):
-            samples.append(await nudge_first_slider(page))
-            await asyncio.sleep(0.5)  # a user's pace, and time for the trainers to get CPU
-        return samples
-    finally:
-        await context.close()
-
-
-def _slider_ops() -> list[str]:
-    """Ops whose first parameter is a float slider on the Explore page (the latency probes move it)."""
-    import ops
-
-    return [
-        spec.key
-        for spec in map(ops.get, ops.names())
-        if spec.params
-        and not spec.params[0].integer
-        and not (spec.params[0].low > 0 and spec.params[0].high / spec.params[0].low > 1e4)  # a number input
-    ]
-
-
-async def _bench(
-    url: str, op_keys: Sequence[str], seconds: float, moves: int
-) -> tuple[list[float], list[float], list[UserRun]]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
-        try:
-            idle_op, loaded_op = _slider_ops()[:2]
-            idle = await _slider_latencies(browser, url, idle_op, moves)
-            from explorer.train import MAX_EPOCHS
-
-            shots = ROOT / "test-artifacts" / "bench_browser"
-            shots.mkdir(parents=True, exist_ok=True)
-            trainers = asyncio.gather(
-                *(train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png") for op in op_keys)
-            )
-            await asyncio.sleep(min(15.0, seconds / 4))  # let every user reach the Train page and start
-            loaded = await _slider_latencies(browser, url, loaded_op, moves)
-            users = await trainers
-            return idle, loaded, users
-        finally:
-            await browser.close()
-
-
-def run_benchmark(sessions: int = 5, seconds: float = 60.0, moves: int = 12) -> BenchResult:
-    import ops
-
-    # one op per user, spread over the families
-    by_family = list(ops.by_family().values())
-    op_keys = [by_family[i % len(by_family)][i // len(by_family)].key for i in range(sessions)]
-    with serve_app(log_path=ROOT / "test-artifacts" / "bench_browser_streamlit.log") as server:
-        with MemorySampler(server.process.pid) as sampler:
-            idle, loaded, users = asyncio.run(_bench(server.url, op_keys, seconds, moves))
-    return BenchResult(
-        sessions=sessions,
-        train_seconds=seconds,
-        peak_rss_bytes=sampler.peak_rss,
-        peak_hwm_sum_bytes=sampler.peak_hwm,
-        latency_idle_median_s=statistics.median(idle),
-        latency_loaded_median_s=statistics.median(loaded),
-        latency_loaded_samples=loaded,
-        users=[asdict(user) | {"loss_points": user.loss_points[-1:]} for user in users],
-    )
-
-
-def _table(result: BenchResult) -> str:
-    gib = 1024**3
-    rows = [
-        ("sessions training", f"{result.sessions} x {result.train_seconds:g} s", ""),
-        ("server peak RSS (sampled sum)", f"{result.peak_rss_bytes / gib:.2f} GiB", "ok" if result.memory_ok else "OVER 2 GiB"),
-        ("server sum of VmHWM (upper bound)", f"{result.peak_hwm_sum_bytes / gib:.2f} GiB", ""),
-        ("slider -> figure, median, idle", f"{result.latency_idle_median_s * 1000:.0f} ms", ""),
-        ("slider -> figure, median, training", f"{result.latency_loaded_median_s * 1000:.0f} ms",
-         "ok" if result.latency_ok else "OVER 1 s"),
-    ]  # fmt: skip
-    lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]
-    for user in result.users:
-        lines.append(
-            f"  user {user['op']:<20} runs={len(user['runs'])} exceptions={user['exceptions']} "
-            f"visit {user['seconds']:.0f} s, Start to results {user['start_to_results_s']:.1f} s"
-        )
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m explorer.bench_browser", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=5, help="users training at the same time (default 5)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="how long each user trains (default 60)")
-    parser.add_argument(
-        "--slider-moves", type=int, default=12, help="slider changes timed, idle and loaded (default 12)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    args = parser.parse_args(argv)
-    if not 1 <= args.sessions <= 20:
-        raise ValueError(f"--sessions must be in [1, 20], got {args.sessions}")
-    if not 1 <= args.slider_moves <= 100:
-        raise ValueError(f"--slider-moves must be in [1, 100], got {args.slider_moves}")
-    if async_playwright is None:
-        print("The Python package 'playwright' is missing: pip install -r requirements-dev.txt", file=sys.stderr)
-        return 2
-    if not chromium_available():
-        print(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)", file=sys.stderr)
-        return 2
-    result = run_benchmark(args.sessions, args.seconds, args.slider_moves)
-    if args.json:
-        print(json.dumps(asdict(result) | {"memory_ok": result.memory_ok, "latency_ok": result.latency_ok}, indent=2))
-    else:
-        print(_table(result))
-    return 0 if result.memory_ok and result.latency_ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,14 +6,14 @@ on a shared 2-core machine the absolute figures still move by tens of per cent b
 
 How each target figure is measured (the docstring of each ``measure_*`` function says more):
 
-* ``sweep_2k_ms``: :func:`explorer.sweep.sweep` of 2,001 points (grid, forward, true and custom
+* ``sweep_2k_ms``: :func:`explorer.sweep` of 2,001 points (grid, forward, true and custom
   gradient, DataFrame), warm; median over repetitions per op, then median over the built-in ops.
 * ``sweep_1m_vs_numpy``: warm 1,000,000-point ``fast_sigmoid`` sweep divided by the NumPy floor:
   the float32 grid ``linspace(-3, 3, n)``, the forward ``[x > 0]`` and the surrogate
   ``1 / (slope*|x| + 1)^2``. The grid is part of the floor because a sweep has to make it too.
   The floor without the grid is reported as ``numpy_1m_formulas_ms``.
 * ``param_change_retraces``: for every built-in op with parameters, sweep once, then sweep with
-  10 other values of its first parameter; the added traces (:func:`explorer.sweep.trace_count`),
+  10 other values of its first parameter; the added traces (:func:`explorer.sweeps.trace_count`),
   summed over the ops. The target is 0.
 * ``rerun_ms``: AppTest of ``app.py``; after the first run and two warm-up changes, set the first
   parameter slider of the default op to a new (never cached) value and time ``at.run()``.
@@ -46,7 +46,6 @@ import io
 import json
 import math
 import os
-import platform
 import pstats
 import resource
 import statistics
@@ -55,13 +54,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "app.py"
 ONE_MILLION = 1_000_000
 SWEEP_POINTS = 2001
@@ -141,7 +139,7 @@ def _median_time(function: Callable[[], Any], repetitions: int) -> float:
 def measure_sweep_2k(reps: Repetitions) -> dict[str, Any]:
     """Per op: one warm-up sweep (traces on first use), then the median of ``reps.sweep_2k``."""
     import ops
-    from explorer.sweep import sweep
+    from explorer.sweeps import sweep
 
     per_op = {}
     for key in ops.names():
@@ -172,7 +170,7 @@ def numpy_floor(n: int, slope: float, lo: float = -3.0, hi: float = 3.0) -> tupl
 def measure_sweep_1m(reps: Repetitions) -> dict[str, Any]:
     """TF sweep and NumPy floor interleaved, one repetition of each at a time; ratio of the medians."""
     import ops
-    from explorer.sweep import sweep
+    from explorer.sweeps import sweep
 
     slope = float(ops.get("fast_sigmoid").defaults()["slope"])
     sweep("fast_sigmoid", n=ONE_MILLION)  # warm-up (trace, allocator)
@@ -206,7 +204,7 @@ def parameter_values(param, count: int = RETRACE_VALUES) -> list[float]:
 def measure_retraces(reps: Repetitions) -> dict[str, Any]:
     """Traces added by sweeping each op with 10 new values of its first parameter (0 is the target)."""
     import ops
-    from explorer.sweep import sweep, trace_count
+    from explorer.sweeps import sweep, trace_count
 
     by_op = {}
     for key in ops.names():
@@ -410,7 +408,7 @@ def measure_figures(reps: Repetitions) -> dict[str, Any]:
 
     from explorer.figures import main_figure
     from explorer.points import special_points
-    from explorer.sweep import sweep
+    from explorer.sweeps import sweep
 
     out: dict[str, Any] = {}
     for label, n in (("2k", SWEEP_POINTS), ("1m", ONE_MILLION)):
@@ -440,23 +438,13 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
 
 def machine_info() -> dict[str, Any]:
     """Cores, load, versions: what a reader needs to compare two benchmark records."""
-    import tensorflow as tf
+    from explorer.verify import environment
 
-    versions = {}
-    for package in ("keras", "streamlit", "plotly", "pandas", "numpy"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
     return {
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_1m": os.getloadavg()[0],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "tensorflow": tf.__version__,
-        **versions,
+        **environment(),
     }
 
 

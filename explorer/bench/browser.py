@@ -1,0 +1,250 @@
+"""Browser benchmark: several users training at once on one server, measured from real browsers.
+
+    python -m explorer.bench.browser [--sessions 5] [--seconds 60] [--slider-moves 12] [--json]
+
+Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
+one browser context per user, and has every user open the Explore page with a different op, go
+to the Train page and train that op (custom and true gradient) for ``--seconds``. Meanwhile one
+more context moves a slider on the Explore page again and again. Reported:
+
+- the server's peak memory: the largest sampled sum of VmRSS over the streamlit process and its
+  children (read from ``/proc`` every 0.2 s), and the sum of their VmHWM (each process's own
+  high-water mark; an upper bound of the true peak of the sum);
+- the median time from a slider key press to the updated figure in the browser (the figure's
+  data has changed and the script run is over), idle and with the users training.
+
+The server, browser launch flags, page-state checks and the users' page actions are in
+:mod:`explorer.bench.harness`, shared with ``tests/e2e``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from explorer.bench.harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    VIEWPORT,
+    UserRun,
+    async_playwright,
+    chromium_available,
+    nudge_first_slider,
+    open_explore,
+    serve_app,
+    train_as_user,
+)
+
+MEMORY_TARGET_BYTES = 2 * 1024**3
+LATENCY_TARGET_SECONDS = 1.0
+MEMORY_SAMPLE_SECONDS = 0.2
+
+
+# -- memory from /proc -------------------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def _status_kib(pid: int, field_name: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS, sum of VmHWM) in bytes over ``pid`` and its descendants."""
+    pids = process_tree(pid)
+    return (
+        sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
+        sum(_status_kib(p, "VmHWM") for p in pids) * 1024,
+    )
+
+
+class MemorySampler:
+    """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
+
+    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_SECONDS):
+        self.pid, self.interval = pid, interval
+        self.peak_rss = self.peak_hwm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss, hwm = tree_memory(self.pid)
+            self.peak_rss, self.peak_hwm = max(self.peak_rss, rss), max(self.peak_hwm, hwm)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# -- the benchmark ---------------------------------------------------------------------------------------
+@dataclass
+class BenchResult:
+    sessions: int
+    train_seconds: float
+    peak_rss_bytes: int
+    peak_hwm_sum_bytes: int
+    latency_idle_median_s: float
+    latency_loaded_median_s: float
+    latency_loaded_samples: list[float]
+    users: list[dict[str, Any]]
+
+    @property
+    def memory_ok(self) -> bool:
+        return self.peak_rss_bytes < MEMORY_TARGET_BYTES
+
+    @property
+    def latency_ok(self) -> bool:
+        return self.latency_loaded_median_s < LATENCY_TARGET_SECONDS
+
+
+async def _slider_latencies(browser, url: str, op: str, moves: int) -> list[float]:
+    context = await browser.new_context(viewport=VIEWPORT)
+    page = await context.new_page()
+    try:
+        await open_explore(page, url, op)
+        samples = []
+        for _ in range(moves):
+            samples.append(await nudge_first_slider(page))
+            await asyncio.sleep(0.5)  # a user's pace, and time for the trainers to get CPU
+        return samples
+    finally:
+        await context.close()
+
+
+def _slider_ops() -> list[str]:
+    """Ops whose first parameter is a float slider on the Explore page (the latency probes move it)."""
+    import ops
+
+    return [
+        spec.key
+        for spec in map(ops.get, ops.names())
+        if spec.params
+        and not spec.params[0].integer
+        and not (spec.params[0].low > 0 and spec.params[0].high / spec.params[0].low > 1e4)  # a number input
+    ]
+
+
+async def _bench(
+    url: str, op_keys: Sequence[str], seconds: float, moves: int
+) -> tuple[list[float], list[float], list[UserRun]]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
+        try:
+            idle_op, loaded_op = _slider_ops()[:2]
+            idle = await _slider_latencies(browser, url, idle_op, moves)
+            from explorer.train import MAX_EPOCHS
+
+            shots = ROOT / "test-artifacts" / "bench_browser"
+            shots.mkdir(parents=True, exist_ok=True)
+            trainers = asyncio.gather(
+                *(train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png") for op in op_keys)
+            )
+            await asyncio.sleep(min(15.0, seconds / 4))  # let every user reach the Train page and start
+            loaded = await _slider_latencies(browser, url, loaded_op, moves)
+            users = await trainers
+            return idle, loaded, users
+        finally:
+            await browser.close()
+
+
+def run_benchmark(sessions: int = 5, seconds: float = 60.0, moves: int = 12) -> BenchResult:
+    import ops
+
+    # one op per user, spread over the families
+    by_family = list(ops.by_family().values())
+    op_keys = [by_family[i % len(by_family)][i // len(by_family)].key for i in range(sessions)]
+    with serve_app(log_path=ROOT / "test-artifacts" / "bench_browser_streamlit.log") as server:
+        with MemorySampler(server.process.pid) as sampler:
+            idle, loaded, users = asyncio.run(_bench(server.url, op_keys, seconds, moves))
+    return BenchResult(
+        sessions=sessions,
+        train_seconds=seconds,
+        peak_rss_bytes=sampler.peak_rss,
+        peak_hwm_sum_bytes=sampler.peak_hwm,
+        latency_idle_median_s=statistics.median(idle),
+        latency_loaded_median_s=statistics.median(loaded),
+        latency_loaded_samples=loaded,
+        users=[asdict(user) | {"loss_points": user.loss_points[-1:]} for user in users],
+    )
+
+
+def _table(result: BenchResult) -> str:
+    gib = 1024**3
+    rows = [
+        ("sessions training", f"{result.sessions} x {result.train_seconds:g} s", ""),
+        ("server peak RSS (sampled sum)", f"{result.peak_rss_bytes / gib:.2f} GiB", "ok" if result.memory_ok else "OVER 2 GiB"),
+        ("server sum of VmHWM (upper bound)", f"{result.peak_hwm_sum_bytes / gib:.2f} GiB", ""),
+        ("slider -> figure, median, idle", f"{result.latency_idle_median_s * 1000:.0f} ms", ""),
+        ("slider -> figure, median, training", f"{result.latency_loaded_median_s * 1000:.0f} ms",
+         "ok" if result.latency_ok else "OVER 1 s"),
+    ]  # fmt: skip
+    lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]
+    for user in result.users:
+        lines.append(
+            f"  user {user['op']:<20} runs={len(user['runs'])} exceptions={user['exceptions']} "
+            f"visit {user['seconds']:.0f} s, Start to results {user['start_to_results_s']:.1f} s"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.bench.browser", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=5, help="users training at the same time (default 5)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long each user trains (default 60)")
+    parser.add_argument(
+        "--slider-moves", type=int, default=12, help="slider changes timed, idle and loaded (default 12)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    args = parser.parse_args(argv)
+    if not 1 <= args.sessions <= 20:
+        raise ValueError(f"--sessions must be in [1, 20], got {args.sessions}")
+    if not 1 <= args.slider_moves <= 100:
+        raise ValueError(f"--slider-moves must be in [1, 100], got {args.slider_moves}")
+    if async_playwright is None:
+        print("The Python package 'playwright' is missing: pip install -r requirements-dev.txt", file=sys.stderr)
+        return 2
+    if not chromium_available():
+        print(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)", file=sys.stderr)
+        return 2
+    result = run_benchmark(args.sessions, args.seconds, args.slider_moves)
+    if args.json:
+        print(json.dumps(asdict(result) | {"memory_ok": result.memory_ok, "latency_ok": result.latency_ok}, indent=2))
+    else:
+        print(_table(result))
+    return 0 if result.memory_ok and result.latency_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
