@@ -151,75 +151,6 @@ def _special_points(formulas: _Formulas) -> list[tuple[float, str, str]]:
     return sorted(found.values())
 
 
-# -- NumPy source back end (drives expr's shared tree walk, so it agrees with the TF source) ----------------
-_NUMPY_CALLS = {
-    "abs": "np.abs",
-    "exp": "np.exp",
-    "log": "np.log",
-    "log1p": "np.log1p",
-    "sqrt": "np.sqrt",
-    "sin": "np.sin",
-    "cos": "np.cos",
-    "tanh": "np.tanh",
-    "sigmoid": "_sigmoid",
-    "erf": "_erf",
-    "sign": "np.sign",
-    "floor": "np.floor",
-    "round": "np.round",  # half to even, like tf.round
-    "minimum": "np.minimum",
-    "maximum": "np.maximum",
-}
-
-
-class _NumpySource:
-    """NumPy source text, fully parenthesised; every number is ``_D(value)`` (x's dtype)."""
-
-    def const(self, value: float) -> str:
-        if math.isnan(value):
-            return '_D(float("nan"))'
-        if math.isinf(value):
-            return '_D(float("inf"))' if value > 0 else '_D(-float("inf"))'
-        return f"_D({float(value)!r})"
-
-    def name(self, name: str) -> str:
-        return name
-
-    def negate(self, value: str) -> str:
-        return f"(-{value})"
-
-    def binary(self, op: str, left: str, right: str) -> str:
-        return f"({left} {op} {right})"
-
-    def compare(self, op: str, left: str, right: str) -> str:
-        if op == "==":
-            return f"np.equal({left}, {right})"
-        if op == "!=":
-            return f"np.not_equal({left}, {right})"
-        return f"({left} {op} {right})"
-
-    def all_true(self, conditions: list[str]) -> str:
-        return f"np.logical_and.reduce(np.broadcast_arrays({', '.join(conditions)}))"
-
-    def as_number(self, condition: str) -> str:
-        return f"np.asarray({condition}).astype(_D)"
-
-    def nonzero(self, value: str) -> str:
-        return f"np.not_equal({value}, 0)"
-
-    def call(self, name: str, args: list[str]) -> str:
-        return f"np.asarray({_NUMPY_CALLS[name]}({', '.join(args)})).astype(_D)"
-
-    def where(self, condition: str, if_true: str, if_false: str) -> str:
-        return f"np.asarray(np.where({condition}, {if_true}, {if_false})).astype(_D)"
-
-
-def to_numpy_source(tree: ast.AST) -> str:
-    """NumPy source of an expression: assumes ``np``, an array ``x``, ``_D = x.dtype.type``, the
-    parameters as ``_D`` scalars, and the helpers ``_sigmoid``/``_erf`` in scope."""
-    body = tree.body if isinstance(tree, ast.Expression) else tree
-    return expr._emit(body, _NumpySource())
-
-
 # -- the module ---------------------------------------------------------------------------------------------
 def _header(formulas: _Formulas, what: str) -> list[str]:
     spec = formulas.spec
@@ -377,13 +308,7 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
     names = f.code_params
     params_args = "".join(f", {name}" for name in names)
     points = [x for x, _, _ in _special_points(f)]
-    uses = {
-        n.func.id
-        for tree in (f.forward, f.gradient, f.backward)
-        if tree is not None
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    }
+    helper_imports, helpers = expr.numpy_helpers(f.forward, f.gradient, f.backward)
     function = f.function_name
     doc = _header(f, "pytest checks") + [
         "",
@@ -391,9 +316,8 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
         "dtype, so tie conventions such as round-half-to-even and closed windows agree exactly).",
     ]
     lines = ['"""' + "\n".join(doc) + '\n"""', ""]
-    if "erf" in uses:
-        lines.append("import math")
-        lines.append("")
+    if helper_imports:
+        lines += [*(f"import {module}" for module in helper_imports), ""]
     lines += [
         "import keras",
         "import numpy as np",
@@ -410,25 +334,13 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
         "",
         "",
     ]
-    if "sigmoid" in uses:
-        lines += [
-            "def _sigmoid(v):",
-            "    return np.exp(-np.logaddexp(np.zeros_like(v), -v))",
-            "",
-            "",
-        ]
-    if "erf" in uses:
-        lines += [
-            "def _erf(v):",
-            "    return np.vectorize(math.erf, otypes=[np.float64])(v)",
-            "",
-            "",
-        ]
+    for helper in helpers:
+        lines += [*helper.splitlines(), "", ""]
     lines += [
         f"def forward_reference(x{params_args}):",
         '    """NumPy, in x\'s dtype: the parameters are scalars of that dtype."""',
         "    _D = x.dtype.type",
-        f"    return np.asarray(np.broadcast_to({to_numpy_source(f.forward)}, x.shape), dtype=x.dtype)",
+        f"    return np.asarray(np.broadcast_to({expr.to_numpy_source(f.forward)}, x.shape), dtype=x.dtype)",
         "",
         "",
     ]
@@ -437,7 +349,7 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
             f"def gradient_reference(x, dy{params_args}):",
             '    """dx = dy * g(x), in NumPy."""',
             "    _D = x.dtype.type",
-            f"    return dy * np.asarray(np.broadcast_to({to_numpy_source(f.gradient)}, x.shape), dtype=x.dtype)",
+            f"    return dy * np.asarray(np.broadcast_to({expr.to_numpy_source(f.gradient)}, x.shape), dtype=x.dtype)",
             "",
             "",
         ]
@@ -446,7 +358,7 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
             f"def gradient_reference(x, dy{params_args}):",
             '    """dx computed from the upstream gradient dy, in NumPy."""',
             "    _D = x.dtype.type",
-            f"    return np.asarray(np.broadcast_to({to_numpy_source(f.backward)}, x.shape), dtype=x.dtype)",
+            f"    return np.asarray(np.broadcast_to({expr.to_numpy_source(f.backward)}, x.shape), dtype=x.dtype)",
             "",
             "",
         ]

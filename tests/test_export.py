@@ -175,7 +175,7 @@ def test_module_name_must_be_an_identifier():
 def test_numpy_source_follows_the_tie_conventions():
     """The NumPy rendering evaluates in x's dtype: round half to even, comparisons as 0/1."""
     tree = expr.parse("round(x * 3) / 3 + (x >= 0.5)")
-    source = export.to_numpy_source(tree)
+    source = expr.to_numpy_source(tree)
     x = np.array([0.5 / 3, 1.5 / 3, 0.5], dtype=np.float32)
     namespace = {"np": np, "x": x, "_D": x.dtype.type}
     got = eval(source, namespace)  # noqa: S307 - our own generated source, not user text

@@ -191,7 +191,7 @@ def test_sentinel_would_see_a_real_call():
 # -- property-based ----------------------------------------------------------------------------
 
 GRID32 = np.linspace(-3, 3, 61, dtype=np.float32)
-UNARY_FUNCTIONS = sorted(name for name, arity in expr.FUNCTIONS.items() if arity == 1)
+UNARY_FUNCTIONS = sorted(name for name, function in expr.FUNCTIONS.items() if function.arity == 1)
 NUMBERS = st.one_of(
     st.integers(0, 20).map(str),
     st.floats(0, 100, allow_nan=False, allow_infinity=False).map(repr),
