@@ -18,7 +18,7 @@ allowed but not needed) with:
 graph-mode, retracing and save/load checks. ``files(op, **params)`` returns both, keyed by file name.
 
 Both come from one expression tree per formula (:mod:`explorer.expr`): a user op's own source, or
-for a built-in op its entry in :mod:`explorer.op_sources`. A parameter whose name would shadow a
+for a built-in op its ``spec.expression`` (declared in ``ops/catalogue.py``). A parameter whose name would shadow a
 name the generated code uses (``tf``, ``dy``, ``name``, a Python builtin...) is renamed with a
 trailing ``_`` everywhere in the generated files.
 """
@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import ops
-from explorer import expr, op_sources
+from explorer import expr
 
+DY = "dy"  # the name a built-in op's ``backward`` expression uses for the upstream gradient
 POINT_LIMIT = 1e3  # declared points further out are left out of the generated tests
 GRID = (-3.0, 3.0, 121)
 _GENERATED_NAMES = frozenset(
@@ -110,7 +111,12 @@ def _formulas(op: str | ops.OpSpec, params: Mapping[str, Any]) -> _Formulas:
     spec = ops.get(op)
     resolved = spec.resolve(params)
     if spec.builtin:
-        source = op_sources.source_for(spec.key)
+        source = spec.expression
+        if source is None:
+            raise ValueError(
+                f"built-in op {spec.key!r} has no expression to export: add expression=Expression(...) to its "
+                "declaration in ops/catalogue.py"
+            )
         texts = {"forward": source.forward, "gradient": source.gradient, "backward": source.backward}
     else:
         if not spec.source or "forward" not in spec.source or "gradient" not in spec.source:
@@ -125,7 +131,7 @@ def _formulas(op: str | ops.OpSpec, params: Mapping[str, Any]) -> _Formulas:
     if texts["gradient"] is not None:
         gradient = _renamed(expr.parse(texts["gradient"], param_names, expression="gradient"), names)
     else:
-        dy_names = (*param_names, op_sources.DY)
+        dy_names = (*param_names, DY)
         backward = _renamed(expr.parse(texts["backward"], dy_names, expression="backward"), names)
     return _Formulas(
         spec,

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import export, expr, op_sources
+from explorer import export, expr
 from tests.reference import assert_close, declared_points_via, param_sets, sweep_grid, tolerances
 
 OP_KEYS = ops.names()
@@ -43,10 +43,10 @@ def _cases():
     return [pytest.param(key, name, id=f"{key}-{name}") for key in OP_KEYS for name in param_sets(key)]
 
 
-# -- op_sources: every built-in op, written a second time, agrees with its OpSpec ------------------------
+# -- spec.expression: every built-in op, written a second time, agrees with its OpSpec --------------------
 @pytest.mark.parametrize("key", OP_KEYS)
 def test_every_builtin_op_has_an_expression_source(key):
-    source = op_sources.source_for(key)  # KeyError says where to add it
+    source = ops.get(key).expression
     assert isinstance(source, ops.Expression) and source.forward
 
 
@@ -55,8 +55,8 @@ def test_missing_source_names_where_to_declare_it():
         key="bare", title="bare", family="override", params=(), forward_fn=lambda x, p: x,
         surrogate=lambda x, p: tf.ones_like(x), forward_tex="x", grad_tex="1", why="test", reference="test",
     )
-    with pytest.raises(KeyError, match="ops/catalogue.py"):
-        op_sources.source_for(bare)
+    with pytest.raises(ValueError, match="ops/catalogue.py"):
+        export.module_source(bare)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -64,7 +64,7 @@ def test_missing_source_names_where_to_declare_it():
 def test_expression_source_agrees_with_the_registry(key, set_name, dtype):
     spec = ops.get(key)
     params = spec.resolve(param_sets(key)[set_name])
-    source = op_sources.source_for(key)
+    source = spec.expression
     names = spec.param_names
     points = declared_points_via(spec, -3.0, 3.0, dtype, params)
     x_values = sweep_grid([p.x for p in points], dtype)
@@ -87,18 +87,18 @@ def test_expression_source_agrees_with_the_registry(key, set_name, dtype):
     if source.gradient is not None:
         got = dy_values * expr.to_tf(expr.parse(source.gradient, names), x, tensors).numpy()
     else:
-        with_dy = {**tensors, op_sources.DY: tf.constant(dy_values)}
-        got = expr.to_tf(expr.parse(source.backward, (*names, op_sources.DY)), x, with_dy).numpy()
+        with_dy = {**tensors, export.DY: tf.constant(dy_values)}
+        got = expr.to_tf(expr.parse(source.backward, (*names, export.DY)), x, with_dy).numpy()
     assert_close(got, expected, x_values, rtol=rtol, atol=atol, what=f"{key} custom gradient")
 
 
 def test_clip_gradient_source_acts_on_dy():
     """With dy inside [-c, c] nothing changes; outside, dy is clipped to +-c (not scaled by x)."""
-    source = op_sources.source_for("clip_gradient")
-    tree = expr.parse(source.backward, ("clip_value", op_sources.DY))
+    source = ops.get("clip_gradient").expression
+    tree = expr.parse(source.backward, ("clip_value", export.DY))
     x = tf.constant([-2.0, 0.0, 2.0, 5.0])
     dy = tf.constant([0.5, -3.0, 3.0, 1.0])
-    got = expr.to_tf(tree, x, {"clip_value": 1.0, op_sources.DY: dy}).numpy()
+    got = expr.to_tf(tree, x, {"clip_value": 1.0, export.DY: dy}).numpy()
     np.testing.assert_array_equal(got, [0.5, -1.0, 1.0, 1.0])
 
 
