@@ -6,6 +6,11 @@ and their own tests run once, in-process (TensorFlow is already imported), throu
 
 import ast
 import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +21,7 @@ from explorer import export, expr
 from tests.reference import assert_close, declared_points_via, param_sets, sweep_grid, tolerances
 
 OP_KEYS = ops.names()
+REPO = Path(__file__).resolve().parents[1]
 ALLOWED_IMPORTS = {"tensorflow", "keras", "numpy"}
 USER_OPS = {
     # the editor's default example
@@ -181,6 +187,38 @@ def test_numpy_source_follows_the_tie_conventions():
     got = eval(source, namespace)  # noqa: S307 - our own generated source, not user text
     np.testing.assert_array_equal(got, expr.to_numpy(tree, x))
     assert got.dtype == np.float32
+
+
+# -- generated code is checked code ------------------------------------------------------------------------
+def _ruff():
+    """The ruff of requirements-dev.txt: next to this Python, else on PATH."""
+    beside = Path(sys.executable).with_name("ruff")
+    found = str(beside) if beside.exists() else shutil.which("ruff")
+    if found is None:
+        pytest.fail("ruff not found next to sys.executable or on PATH; install requirements-dev.txt")
+    return found
+
+
+def test_generated_files_pass_ruff(tmp_path):
+    """Every built-in op and a user op: module and test file have no ruff findings under the repo's config.
+
+    A canary file with an unused import proves ruff really checked the folder."""
+    for op in [*OP_KEYS, user_op("my_spike")]:
+        for name, text in export.files(op).items():
+            (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "canary.py").write_text("import os\n", encoding="utf-8")
+    result = subprocess.run(
+        [_ruff(), "check", "--no-cache", "--config", str(REPO / "pyproject.toml"), "--output-format", "json", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    findings = [(Path(item["filename"]).name, item["code"], item["message"]) for item in json.loads(result.stdout)]
+    assert ("canary.py", "F401") in {(name, code) for name, code, _ in findings}
+    generated = [finding for finding in findings if finding[0] != "canary.py"]
+    assert not generated, "\n".join(f"{name}: {code} {message}" for name, code, message in generated)
+    assert len(list(tmp_path.glob("*.py"))) == 2 * (len(OP_KEYS) + 1) + 1
 
 
 # -- generated tests, run for every built-in op and two user ops ------------------------------------------
