@@ -82,7 +82,7 @@ HOSTILE = [
     ("'trip()'", "strings"),
     ("f'{trip()}'", "f-strings"),
     ("b'x'", "strings and bytes"),
-    ("9 ** 9 ** 9", "the exponent 3.8742e+08 is not allowed; |exponent| <= 16 at column 6: '9 ** 9'"),
+    ("9 ** 9 ** 9", "exponent 3.8742e+08"),  # value, limit and position: tests/test_expr.py
     ("x ** 1000", "exponent 1000"),
     ("x" * 10_000, "10000 characters long is not allowed"),
     ("(" * 1000 + "x" + ")" * 1000, "2001 characters long"),
