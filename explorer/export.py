@@ -175,7 +175,9 @@ def _render(template_name: str, **values: str) -> str:
     text = (_TEMPLATES / template_name).read_text(encoding="utf-8")
     wanted = set(Template(text).get_identifiers())
     if wanted != set(values):
-        raise ValueError(f"{template_name}: missing {sorted(wanted - set(values))}, unused {sorted(set(values) - wanted)}")
+        raise ValueError(
+            f"{template_name}: missing {sorted(wanted - set(values))}, unused {sorted(set(values) - wanted)}"
+        )
     lines = []
     for line in text.split("\n"):
         block = _BLOCK.fullmatch(line)

@@ -56,13 +56,17 @@ def emit(node: ast.AST, backend: Any, fold: bool = True, bound: Mapping[str, Any
         if len(node.args) != function.arity or node.keywords:
             raise ExpressionError(f"{function.signature} takes {function.arity} arguments", column=column_of(node))
         args = [
-            emit_condition(argument, backend, fold, bound) if name == CONDITION else emit(argument, backend, fold, bound)
+            emit_condition(argument, backend, fold, bound)
+            if name == CONDITION
+            else emit(argument, backend, fold, bound)
             for name, argument in zip(function.args, node.args, strict=True)
         ]
         if function.expansion:
             return emit(expansion_tree(function.expansion), backend, fold, dict(zip(function.args, args, strict=True)))
         return backend.call(function, args)
-    raise ExpressionError(f"{type(node).__name__} is not allowed (was the tree made by parse()?)", column=column_of(node))
+    raise ExpressionError(
+        f"{type(node).__name__} is not allowed (was the tree made by parse()?)", column=column_of(node)
+    )
 
 
 def emit_condition(node: ast.AST, backend: Any, fold: bool, bound: Mapping[str, Any] | None = None) -> Any:
@@ -90,7 +94,7 @@ def fold_constant(node: ast.AST) -> float:
 
 
 def apply_binary(op: str, left, right):
-    """``+ - * / **`` and the ordering comparisons, on tensors, arrays or source-free values."""
+    """``+ - * / **`` and the ordering comparisons, on tensors or arrays."""
     if op == "+":
         return left + right
     if op == "-":

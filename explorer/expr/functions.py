@@ -1,7 +1,8 @@
 """The function table: every function of the language, declared once.
 
 The validator, the back ends (TensorFlow, NumPy, TensorFlow source, NumPy source), LaTeX, the
-exporter and the Editor's help all read :data:`FUNCTIONS`; adding a function is one entry here.
+exporter and the Editor's help all read :data:`FUNCTIONS`. To add a function, add one entry to
+``_TABLE``; ``tests/test_expr_functions.py`` then checks it in every one of those places.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ CONDITION = "condition"  # an argument with this name takes a condition, like wh
 class Function:
     """One function of the language.
 
-    ``args`` name the arguments (the arity is their number); an argument named ``condition``
-    holds where it is a true comparison or any non-zero value. ``latex`` is a
-    :class:`string.Template` over the argument names (``r"\\sqrt{$v}"``).
+    ``args`` name the arguments (the arity is their number); an argument named ``condition`` is
+    read as a condition: a comparison, or any value (true where non-zero). ``meaning`` is the
+    help line; ``latex`` a :class:`string.Template` over the argument names (``r"\\sqrt{$v}"``).
 
     A function is either *direct*: ``tf`` / ``numpy`` are called with the evaluated arguments and
     ``tf_source`` / ``numpy_source`` name the same callables in generated code (``numpy_helper``
@@ -69,6 +70,7 @@ _ERF_HELPER = '''def _erf(v):
     return np.vectorize(math.erf, otypes=[np.float64])(v)'''
 
 
+# fmt: off
 _TABLE = (
     Function("abs", ("v",), "absolute value |v|", r"\left|$v\right|",
              tf=tf.abs, tf_source="tf.abs", numpy=np.abs, numpy_source="np.abs"),
@@ -112,6 +114,7 @@ _TABLE = (
              r"\operatorname{clip}\left($v, $lo, $hi\right)",
              expansion="minimum(maximum(v, lo), hi)"),
 )
+# fmt: on
 
 FUNCTIONS: dict[str, Function] = {function.name: function for function in _TABLE}
 

@@ -160,8 +160,6 @@ def _fragment_at(text: str, column: int | None) -> str | None:
     return text[column - 1 : column + 19] or None
 
 
-
-
 class _Validator:
     def __init__(self, text: str, expression: str, params: frozenset[str], allow_x: bool):
         self.text = text
@@ -286,7 +284,6 @@ class _Validator:
             )
 
 
-
 def check_param_name(name: Any) -> str:
     """``name`` if it may name a parameter, else ExpressionError saying which names are allowed."""
     if not isinstance(name, str) or not _PARAM_PATTERN.fullmatch(name):
@@ -300,4 +297,3 @@ def check_param_name(name: Any) -> str:
             expression="params",
         )
     return name
-

@@ -86,7 +86,9 @@ class TensorFlowSource(_PythonText):
 
     def call(self, function: Function, args: list[_Source]) -> _Source:
         values = [index for index, name in enumerate(function.args) if name != CONDITION]
-        if values and all(args[index].literal for index in values):  # tf.maximum(1.0, 2.0) would be float32: keep x's dtype
+        if values and all(
+            args[index].literal for index in values
+        ):  # tf.maximum(1.0, 2.0) would be float32: keep x's dtype
             args = list(args)
             args[values[0]] = _Source(f"tf.constant({args[values[0]].text}, x.dtype)", ATOM)
         return _Source(f"{function.tf_source}({', '.join(arg.text for arg in args)})", ATOM)
