@@ -17,10 +17,11 @@ allowed but not needed) with:
 (evaluated in x's dtype, so tie conventions such as round-half-to-even agree), plus shape/dtype,
 graph-mode, retracing and save/load checks. ``files(op, **params)`` returns both, keyed by file name.
 
-Both come from one expression tree per formula (:mod:`explorer.expr`): a user op's own source, or
-for a built-in op its entry in :mod:`explorer.op_sources`. A parameter whose name would shadow a
-name the generated code uses (``tf``, ``dy``, ``name``, a Python builtin...) is renamed with a
-trailing ``_`` everywhere in the generated files.
+Both files are filled in from templates, ``explorer/export_templates/*.py.tmpl`` (package data: a
+build backend must ship them), with formulas from one expression tree each (:mod:`explorer.expr`):
+a user op's own source, or a built-in op's ``spec.expression`` (declared in ``ops/catalogue.py``).
+A parameter whose name would shadow a name the generated code uses (``tf``, ``dy``, ``name``, a
+Python builtin...) is renamed with a trailing ``_`` everywhere in the generated files.
 """
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import importlib.resources
 import keyword
 import math
+import re
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
+from string import Template
 from typing import Any
 
 import ops
-from explorer import expr, op_sources
+from explorer import expr
 
+DY = "dy"  # the name a built-in op's ``backward`` expression uses for the upstream gradient
 POINT_LIMIT = 1e3  # declared points further out are left out of the generated tests
 GRID = (-3.0, 3.0, 121)
 _GENERATED_NAMES = frozenset(
@@ -110,7 +115,12 @@ def _formulas(op: str | ops.OpSpec, params: Mapping[str, Any]) -> _Formulas:
     spec = ops.get(op)
     resolved = spec.resolve(params)
     if spec.builtin:
-        source = op_sources.source_for(spec.key)
+        source = spec.expression
+        if source is None:
+            raise ValueError(
+                f"built-in op {spec.key!r} has no expression to export: add expression=Expression(...) to its "
+                "declaration in ops/catalogue.py"
+            )
         texts = {"forward": source.forward, "gradient": source.gradient, "backward": source.backward}
     else:
         if not spec.source or "forward" not in spec.source or "gradient" not in spec.source:
@@ -125,7 +135,7 @@ def _formulas(op: str | ops.OpSpec, params: Mapping[str, Any]) -> _Formulas:
     if texts["gradient"] is not None:
         gradient = _renamed(expr.parse(texts["gradient"], param_names, expression="gradient"), names)
     else:
-        dy_names = (*param_names, op_sources.DY)
+        dy_names = (*param_names, DY)
         backward = _renamed(expr.parse(texts["backward"], dy_names, expression="backward"), names)
     return _Formulas(
         spec,
@@ -151,73 +161,31 @@ def _special_points(formulas: _Formulas) -> list[tuple[float, str, str]]:
     return sorted(found.values())
 
 
-# -- NumPy source back end (drives expr's shared tree walk, so it agrees with the TF source) ----------------
-_NUMPY_CALLS = {
-    "abs": "np.abs",
-    "exp": "np.exp",
-    "log": "np.log",
-    "log1p": "np.log1p",
-    "sqrt": "np.sqrt",
-    "sin": "np.sin",
-    "cos": "np.cos",
-    "tanh": "np.tanh",
-    "sigmoid": "_sigmoid",
-    "erf": "_erf",
-    "sign": "np.sign",
-    "floor": "np.floor",
-    "round": "np.round",  # half to even, like tf.round
-    "minimum": "np.minimum",
-    "maximum": "np.maximum",
-}
+# -- templates --------------------------------------------------------------------------------------------
+_TEMPLATES = importlib.resources.files("explorer") / "export_templates"
+_BLOCK = re.compile(r"([ \t]*)\$\{(\w+)\}")
 
 
-class _NumpySource:
-    """NumPy source text, fully parenthesised; every number is ``_D(value)`` (x's dtype)."""
+def _render(template_name: str, **values: str) -> str:
+    """Fill ``explorer/export_templates/<template_name>`` (:class:`string.Template` syntax).
 
-    def const(self, value: float) -> str:
-        if math.isnan(value):
-            return '_D(float("nan"))'
-        if math.isinf(value):
-            return '_D(float("inf"))' if value > 0 else '_D(-float("inf"))'
-        return f"_D({float(value)!r})"
-
-    def name(self, name: str) -> str:
-        return name
-
-    def negate(self, value: str) -> str:
-        return f"(-{value})"
-
-    def binary(self, op: str, left: str, right: str) -> str:
-        return f"({left} {op} {right})"
-
-    def compare(self, op: str, left: str, right: str) -> str:
-        if op == "==":
-            return f"np.equal({left}, {right})"
-        if op == "!=":
-            return f"np.not_equal({left}, {right})"
-        return f"({left} {op} {right})"
-
-    def all_true(self, conditions: list[str]) -> str:
-        return f"np.logical_and.reduce(np.broadcast_arrays({', '.join(conditions)}))"
-
-    def as_number(self, condition: str) -> str:
-        return f"np.asarray({condition}).astype(_D)"
-
-    def nonzero(self, value: str) -> str:
-        return f"np.not_equal({value}, 0)"
-
-    def call(self, name: str, args: list[str]) -> str:
-        return f"np.asarray({_NUMPY_CALLS[name]}({', '.join(args)})).astype(_D)"
-
-    def where(self, condition: str, if_true: str, if_false: str) -> str:
-        return f"np.asarray(np.where({condition}, {if_true}, {if_false})).astype(_D)"
-
-
-def to_numpy_source(tree: ast.AST) -> str:
-    """NumPy source of an expression: assumes ``np``, an array ``x``, ``_D = x.dtype.type``, the
-    parameters as ``_D`` scalars, and the helpers ``_sigmoid``/``_erf`` in scope."""
-    body = tree.body if isinstance(tree, ast.Expression) else tree
-    return expr._emit(body, _NumpySource())
+    A placeholder alone on its line is a block: each of its lines is indented like the placeholder,
+    and an empty block removes the line. Every placeholder must be given, and nothing else.
+    """
+    text = (_TEMPLATES / template_name).read_text(encoding="utf-8")
+    wanted = set(Template(text).get_identifiers())
+    if wanted != set(values):
+        raise ValueError(
+            f"{template_name}: missing {sorted(wanted - set(values))}, unused {sorted(set(values) - wanted)}"
+        )
+    lines = []
+    for line in text.split("\n"):
+        block = _BLOCK.fullmatch(line)
+        if block is None:
+            lines.append(Template(line).substitute(values))
+        elif values[block[2]]:
+            lines.extend(block[1] + part if part else "" for part in values[block[2]].split("\n"))
+    return "\n".join(lines)
 
 
 # -- the module ---------------------------------------------------------------------------------------------
@@ -243,124 +211,48 @@ def _header(formulas: _Formulas, what: str) -> list[str]:
 def module_source(op: str | ops.OpSpec, /, **params: Any) -> str:
     """A standalone Python module for ``op`` at ``params`` (defaults for the rest)."""
     f = _formulas(op, params)
-    spec = f.spec
     names = f.code_params
     args = ", ".join(["x", *names])
-    param_list = "".join(f", {name}" for name in names)
-    nones = "".join(", None" for _ in names)
-    defaults = ", ".join(f"{f.names[p.name]}={f.params[p.name]!r}" for p in spec.params)
-    ranges = ", ".join(f"{f.names[p.name]!r}: ({float(p.low)!r}, {float(p.high)!r})" for p in spec.params)
-    values = ", ".join(f"{f.names[p.name]!r}: {f.params[p.name]!r}" for p in spec.params)
-    function = f.function_name
-    custom = f"_{function}_custom"
-    points = _special_points(f)
-    doc = _header(f, "as a standalone module")
-    doc += [
-        "",
-        "Standalone: imports only TensorFlow and Keras. The hyper-parameters are passed to the",
-        "@tf.custom_gradient function positionally as tensors (keyword arguments to it are rejected in",
-        "graph mode and silently ignored in eager mode), so a new value does not retrace a tf.function.",
-        "float16 and bfloat16 inputs are computed in float32 and cast back; output and gradient keep",
-        "the input's shape and dtype.",
-    ]
-    lines = ['"""' + "\n".join(doc) + '\n"""', "", "import keras", "import tensorflow as tf", ""]
-    lines += [f"PARAMS = {{{values}}}", f"PARAM_RANGES = {{{ranges}}}", "# (x, kind, note): where a convention lives"]
-    lines.append(
-        "SPECIAL_POINTS = ["
-        + "".join(f"\n    ({x!r}, {kind!r}, {note!r})," for x, kind, note in points)
-        + ("\n]" if points else "]")
-    )
-    lines += [
-        "",
-        "",
-        f"def forward({args}):",
-        '    """The forward; autodiff of it is the true gradient. x and the parameters share one float dtype."""',
-        f"    return {expr.to_python_source(f.forward)}",
-        "",
-        "",
-    ]
     if f.gradient is not None:
-        lines += [
-            f"def surrogate({args}):",
-            '    """g(x): the custom backward is dy * g(x)."""',
-            f"    return {expr.to_python_source(f.gradient)}",
-            "",
-            "",
-        ]
-        grad_expression = f"dy * surrogate({args})"
+        gradient = {
+            "gradient_name": "surrogate",
+            "gradient_args": args,
+            "gradient_doc": "g(x): the custom backward is dy * g(x).",
+            "gradient_source": expr.to_python_source(f.gradient),
+            "grad_expression": f"dy * surrogate({args})",
+        }
     else:
-        lines += [
-            f"def backward(x, dy{param_list}):",
-            '    """The custom dx, computed from the upstream gradient dy itself."""',
-            f"    return {expr.to_python_source(f.backward)}",
-            "",
-            "",
-        ]
-        grad_expression = f"backward(x, dy{param_list})"
-    lines += [
-        "@tf.custom_gradient",
-        f"def {custom}({args}):",
-        "    y = forward(" + args + ")",
-        "",
-        "    def grad(dy):",
-        "        # one gradient per positional input; None for the hyper-parameters",
-        f"        return {grad_expression}{nones}",
-        "",
-        "    return y, grad",
-        "",
-        "",
-        "def _as_tensor(value, dtype):",
-        '    """A parameter as a tensor of dtype. tf.cast(0.01, tf.float64) would round 0.01 through float32."""',
-        "    return tf.cast(value, dtype) if tf.is_tensor(value) else tf.constant(value, dtype)",
-        "",
-        "",
-        "def _check_range(name, value):",
-        '    """ValueError naming the parameter and its range (Python numbers only; tensors pass)."""',
-        "    if isinstance(value, (int, float)) and not isinstance(value, bool):",
-        "        low, high = PARAM_RANGES[name]",
-        "        if not low <= value <= high:",
-        '            raise ValueError(f"parameter {name!r} = {value!r} is outside the allowed range [{low}, {high}]")',
-        "",
-        "",
-        f"def {function}(x{', ' + defaults if defaults else ''}):",
-        f'    """{_docstring_text(spec.title)}: the forward, with the custom gradient as its backward."""',
-        "    x = tf.convert_to_tensor(x)",
-        "    if not x.dtype.is_floating:",
-        '        raise TypeError(f"x must be a float tensor, got {x.dtype.name}; cast it first, e.g. tf.cast(x, tf.float32)")',
-        "    compute = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype",
-    ]
-    for name in names:
-        lines.append(f"    _check_range({name!r}, {name})")
-    cast_params = "".join(f", _as_tensor({name}, compute)" for name in names)
-    lines += [
-        f"    return tf.cast({custom}(tf.cast(x, compute){cast_params}), x.dtype)",
-        "",
-        "",
-        f'@keras.saving.register_keras_serializable(package="gradient_explorer_export", name="{f.layer_name}")',
-        f"class {f.layer_name}(keras.layers.Layer):",
-        f'    """Applies {function} element-wise; get_config holds the parameters, so a saved model reloads with',
-        '    the same custom gradient (import this module before keras.saving.load_model)."""',
-        "",
-        f"    def __init__(self{', ' + defaults if defaults else ''}, **kwargs):",
-        "        super().__init__(**kwargs)",
-    ]
-    for name in names:
-        lines += [f"        _check_range({name!r}, {name})", f"        self.{name} = {name}"]
-    call_args = "".join(f", self.{name}" for name in names)
-    config = ", ".join(f"{name!r}: self.{name}" for name in names)
-    lines += [
-        "",
-        "    def call(self, inputs):",
-        f"        return {function}(inputs{call_args})",
-        "",
-        "    def compute_output_shape(self, input_shape):",
-        "        return input_shape",
-        "",
-        "    def get_config(self):",
-        f"        return {{**super().get_config(){', ' + config if config else ''}}}",
-        "",
-    ]
-    return "\n".join(lines)
+        gradient = {
+            "gradient_name": "backward",
+            "gradient_args": ", ".join(["x", "dy", *names]),
+            "gradient_doc": "The custom dx, computed from the upstream gradient dy itself.",
+            "gradient_source": expr.to_python_source(f.backward),
+            "grad_expression": f"backward({', '.join(['x', 'dy', *names])})",
+        }
+    gradient["grad_expression"] += "".join(", None" for _ in names)
+    points = "".join(f"\n    ({x!r}, {kind!r}, {note!r})," for x, kind, note in _special_points(f))
+    return _render(
+        "op_module.py.tmpl",
+        header="\n".join(_header(f, "as a standalone module")),
+        param_values=", ".join(f"{name!r}: {f.params[p.name]!r}" for name, p in zip(names, f.spec.params, strict=True)),
+        param_ranges=", ".join(
+            f"{name!r}: ({float(p.low)!r}, {float(p.high)!r})" for name, p in zip(names, f.spec.params, strict=True)
+        ),
+        special_points=points + ("\n" if points else ""),
+        args=args,
+        forward_source=expr.to_python_source(f.forward),
+        **gradient,
+        custom=f"_{f.function_name}_custom",
+        function=f.function_name,
+        defaults="".join(f", {name}={f.params[p.name]!r}" for name, p in zip(names, f.spec.params, strict=True)),
+        title=_docstring_text(f.spec.title),
+        range_checks="\n".join(f"_check_range({name!r}, {name})" for name in names),
+        tensor_params="".join(f", _as_tensor({name}, compute)" for name in names),
+        layer=f.layer_name,
+        layer_attributes="\n".join(f"_check_range({name!r}, {name})\nself.{name} = {name}" for name in names),
+        layer_params="".join(f", self.{name}" for name in names),
+        layer_config="".join(f", {name!r}: self.{name}" for name in names),
+    )
 
 
 # -- the test file ------------------------------------------------------------------------------------------
@@ -374,177 +266,32 @@ def test_source(op: str | ops.OpSpec, /, module_name: str | None = None, **param
     module_name = module_name or default_module_name(f.spec)
     if not module_name.isidentifier() or keyword.iskeyword(module_name):
         raise ValueError(f"module_name must be a Python identifier, got {module_name!r}")
-    names = f.code_params
-    params_args = "".join(f", {name}" for name in names)
-    points = [x for x, _, _ in _special_points(f)]
-    uses = {
-        n.func.id
-        for tree in (f.forward, f.gradient, f.backward)
-        if tree is not None
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    }
-    function = f.function_name
-    doc = _header(f, "pytest checks") + [
-        "",
-        f"Checks {module_name} with tf.GradientTape against the same formulas written with NumPy (in x's",
-        "dtype, so tie conventions such as round-half-to-even and closed windows agree exactly).",
-    ]
-    lines = ['"""' + "\n".join(doc) + '\n"""', ""]
-    if "erf" in uses:
-        lines.append("import math")
-        lines.append("")
-    lines += [
-        "import keras",
-        "import numpy as np",
-        "import pytest",
-        "import tensorflow as tf",
-        "",
-        f"import {module_name} as op_module",
-        "",
-    ]
-    lines += [
-        f"SPECIAL_POINTS = {points!r}",
-        f"GRID = np.linspace({GRID[0]!r}, {GRID[1]!r}, {GRID[2]})",
-        'TOLERANCES = {"float32": {"rtol": 2e-5, "atol": 1e-6}, "float64": {"rtol": 1e-10, "atol": 1e-12}}',
-        "",
-        "",
-    ]
-    if "sigmoid" in uses:
-        lines += [
-            "def _sigmoid(v):",
-            "    return np.exp(-np.logaddexp(np.zeros_like(v), -v))",
-            "",
-            "",
-        ]
-    if "erf" in uses:
-        lines += [
-            "def _erf(v):",
-            "    return np.vectorize(math.erf, otypes=[np.float64])(v)",
-            "",
-            "",
-        ]
-    lines += [
-        f"def forward_reference(x{params_args}):",
-        '    """NumPy, in x\'s dtype: the parameters are scalars of that dtype."""',
-        "    _D = x.dtype.type",
-        f"    return np.asarray(np.broadcast_to({to_numpy_source(f.forward)}, x.shape), dtype=x.dtype)",
-        "",
-        "",
-    ]
+    helper_imports, helpers = expr.numpy_helpers(f.forward, f.gradient, f.backward)
     if f.gradient is not None:
-        lines += [
-            f"def gradient_reference(x, dy{params_args}):",
-            '    """dx = dy * g(x), in NumPy."""',
-            "    _D = x.dtype.type",
-            f"    return dy * np.asarray(np.broadcast_to({to_numpy_source(f.gradient)}, x.shape), dtype=x.dtype)",
-            "",
-            "",
-        ]
+        gradient_doc = "dx = dy * g(x), in NumPy."
+        gradient_reference = f"dy * {_shaped_like_x(expr.to_numpy_source(f.gradient))}"
     else:
-        lines += [
-            f"def gradient_reference(x, dy{params_args}):",
-            '    """dx computed from the upstream gradient dy, in NumPy."""',
-            "    _D = x.dtype.type",
-            f"    return np.asarray(np.broadcast_to({to_numpy_source(f.backward)}, x.shape), dtype=x.dtype)",
-            "",
-            "",
-        ]
-    lines += [
-        "def _params(dtype):",
-        "    return {name: np.dtype(dtype).type(value) for name, value in op_module.PARAMS.items()}",
-        "",
-        "",
-        "def _with_neighbours(points, dtype):",
-        '    """The points and the floats just below and above each (normal floats: TF flushes subnormals)."""',
-        "    points = np.asarray(points, dtype=dtype)",
-        "    dt = np.dtype(dtype)",
-        "    around = np.concatenate([np.nextafter(points, dt.type(-np.inf)), np.nextafter(points, dt.type(np.inf))])",
-        "    around = np.where(np.abs(around) < np.finfo(dt).tiny, np.sign(around) * np.finfo(dt).tiny, around)",
-        "    return np.unique(np.concatenate([points, around.astype(dt)]))",
-        "",
-        "",
-        "def _value_and_grad(function, x, dy):",
-        "    with tf.GradientTape() as tape:",
-        "        tape.watch(x)",
-        "        y = function(x)",
-        "    return y, tape.gradient(y, x, output_gradients=dy)",
-        "",
-        "",
-        '@pytest.mark.parametrize("dtype", ["float32", "float64"])',
-        '@pytest.mark.parametrize("where", ["special_points", "grid"])',
-        "def test_forward_and_gradient_match_numpy(where, dtype):",
-        '    if where == "special_points" and not SPECIAL_POINTS:',
-        '        pytest.skip("no declared special points")',
-        '    x_values = _with_neighbours(SPECIAL_POINTS, dtype) if where == "special_points" else GRID.astype(dtype)',
-        "    dy_values = np.resize(np.array([1.5, -0.75, 2.0, 0.5]), x_values.shape).astype(dtype)",
-        f"    y, grad = _value_and_grad(lambda x: op_module.{function}(x, **op_module.PARAMS), tf.constant(x_values), tf.constant(dy_values))",
-        "    assert grad is not None, 'the custom gradient is None'",
-        "    params = _params(dtype)",
-        "    np.testing.assert_allclose(y.numpy(), forward_reference(x_values, **params), **TOLERANCES[dtype])",
-        "    expected = gradient_reference(x_values, dy_values, **params)",
-        "    np.testing.assert_allclose(grad.numpy(), expected, **TOLERANCES[dtype])",
-        "",
-        "",
-        '@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])',
-        '@pytest.mark.parametrize("shape", [(), (4, 3, 5)])',
-        "def test_output_and_gradient_keep_shape_and_dtype(shape, dtype):",
-        "    x = tf.constant(np.random.default_rng(0).uniform(-2.0, 2.0, size=shape), dtype=dtype)",
-        f"    y, grad = _value_and_grad(lambda v: op_module.{function}(v), x, None)",
-        "    assert y.shape == x.shape and y.dtype == x.dtype",
-        "    assert grad is not None and grad.shape == x.shape and grad.dtype == x.dtype",
-        "",
-        "",
-        "def test_eager_tf_function_and_xla_agree():",
-        "    x = tf.constant(GRID, tf.float32)",
-        "    dy = tf.fill(tf.shape(x), 1.5)",
-        "",
-        "    def run(v):",
-        f"        return _value_and_grad(lambda u: op_module.{function}(u), v, dy)",
-        "",
-        "    eager = run(x)",
-        "    for compiled in (tf.function(run), tf.function(run, jit_compile=True)):",
-        "        for got, want in zip(compiled(x), eager, strict=True):",
-        '            np.testing.assert_allclose(got.numpy(), want.numpy(), **TOLERANCES["float32"])',
-        "",
-        "",
-        "def test_a_new_parameter_value_does_not_retrace():",
-        "    names = list(op_module.PARAMS)",
-        "",
-        "    @tf.function",
-        "    def run(x, *values):",
-        f"        return op_module.{function}(x, *values)",
-        "",
-        "    x = tf.constant(GRID, tf.float32)",
-        "    run(x, *[tf.constant(op_module.PARAMS[n], tf.float32) for n in names])",
-        "    other = [(op_module.PARAMS[n] + op_module.PARAM_RANGES[n][1]) / 2 for n in names]",
-        "    run(x, *[tf.constant(value, tf.float32) for value in other])",
-        "    assert run.experimental_get_tracing_count() == 1",
-        "",
-        "",
-        "def test_parameters_outside_their_range_are_rejected():",
-        "    for name, (low, high) in op_module.PARAM_RANGES.items():",
-        "        with pytest.raises(ValueError, match=name):",
-        f"            op_module.{function}(tf.constant([0.0]), **{{**op_module.PARAMS, name: high + abs(high - low) + 1.0}})",
-        "",
-        "",
-        "def test_layer_survives_save_and_load_with_its_custom_gradient(tmp_path):",
-        f"    layer = op_module.{f.layer_name}(**op_module.PARAMS)",
-        "    clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))",
-        "    assert type(clone) is type(layer) and clone.get_config() == layer.get_config()",
-        "    model = keras.Sequential([keras.Input(shape=(GRID.size,)), layer])",
-        '    path = tmp_path / "model.keras"',
-        "    model.save(path)",
-        "    loaded = keras.saving.load_model(path)",
-        "    x = tf.constant(GRID[None, :], tf.float32)",
-        "    dy = tf.fill(tf.shape(x), 1.5)",
-        "    want = _value_and_grad(model, x, dy)",
-        "    got = _value_and_grad(loaded, x, dy)",
-        "    for a, b in zip(got, want, strict=True):",
-        '        np.testing.assert_allclose(a.numpy(), b.numpy(), **TOLERANCES["float32"])',
-        "",
-    ]
-    return "\n".join(lines)
+        gradient_doc = "dx computed from the upstream gradient dy, in NumPy."
+        gradient_reference = _shaped_like_x(expr.to_numpy_source(f.backward))
+    return _render(
+        "test_op_module.py.tmpl",
+        header="\n".join(_header(f, "pytest checks")),
+        module_name=module_name,
+        stdlib_imports="\n".join(f"import {module}" for module in sorted({"importlib", *helper_imports})),
+        special_points=repr([x for x, _, _ in _special_points(f)]),
+        grid=f"{GRID[0]!r}, {GRID[1]!r}, {GRID[2]}",
+        numpy_helpers="\n\n\n".join(helpers) + "\n\n" if helpers else "",
+        params="".join(f", {name}" for name in f.code_params),
+        forward_reference=expr.to_numpy_source(f.forward),
+        gradient_reference_doc=gradient_doc,
+        gradient_reference=gradient_reference,
+        function=f.function_name,
+        layer=f.layer_name,
+    )
+
+
+def _shaped_like_x(numpy_source: str) -> str:
+    return f"np.asarray(np.broadcast_to({numpy_source}, x.shape), dtype=x.dtype)"
 
 
 def files(op: str | ops.OpSpec, /, module_name: str | None = None, **params: Any) -> dict[str, str]:

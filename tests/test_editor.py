@@ -3,6 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from explorer import expr
 from explorer.state import EDITOR_URL_KEYS
 from explorer.ui import editor
 from tests.shown import shown
@@ -50,6 +51,14 @@ def test_default_example_renders(default_app):
     names = [line.split("**")[1] for line in checker_lines(app)]
     assert names == list(editor.verify.CHECKS)
     assert not app.error  # the example compiles and passes every check (warnings allowed)
+
+
+def test_language_help_lists_every_function_of_the_table(default_app):
+    tables = [frame.value for frame in default_app.dataframe if "function" in frame.value.columns]
+    assert len(tables) == 1
+    shown_functions = list(tables[0]["function"])
+    assert shown_functions == [function.signature for function in expr.FUNCTIONS.values()]
+    assert all(tables[0]["meaning"])
 
 
 def test_default_example_is_written_to_the_url(default_app):

@@ -6,16 +6,22 @@ and their own tests run once, in-process (TensorFlow is already imported), throu
 
 import ast
 import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import ops
-from explorer import export, expr, op_sources
+from explorer import export, expr
 from tests.reference import assert_close, declared_points_via, param_sets, sweep_grid, tolerances
 
 OP_KEYS = ops.names()
+REPO = Path(__file__).resolve().parents[1]
 ALLOWED_IMPORTS = {"tensorflow", "keras", "numpy"}
 USER_OPS = {
     # the editor's default example
@@ -43,10 +49,10 @@ def _cases():
     return [pytest.param(key, name, id=f"{key}-{name}") for key in OP_KEYS for name in param_sets(key)]
 
 
-# -- op_sources: every built-in op, written a second time, agrees with its OpSpec ------------------------
+# -- spec.expression: every built-in op, written a second time, agrees with its OpSpec --------------------
 @pytest.mark.parametrize("key", OP_KEYS)
 def test_every_builtin_op_has_an_expression_source(key):
-    source = op_sources.source_for(key)  # KeyError says where to add it
+    source = ops.get(key).expression
     assert isinstance(source, ops.Expression) and source.forward
 
 
@@ -55,8 +61,8 @@ def test_missing_source_names_where_to_declare_it():
         key="bare", title="bare", family="override", params=(), forward_fn=lambda x, p: x,
         surrogate=lambda x, p: tf.ones_like(x), forward_tex="x", grad_tex="1", why="test", reference="test",
     )
-    with pytest.raises(KeyError, match="ops/catalogue.py"):
-        op_sources.source_for(bare)
+    with pytest.raises(ValueError, match="ops/catalogue.py"):
+        export.module_source(bare)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -64,7 +70,7 @@ def test_missing_source_names_where_to_declare_it():
 def test_expression_source_agrees_with_the_registry(key, set_name, dtype):
     spec = ops.get(key)
     params = spec.resolve(param_sets(key)[set_name])
-    source = op_sources.source_for(key)
+    source = spec.expression
     names = spec.param_names
     points = declared_points_via(spec, -3.0, 3.0, dtype, params)
     x_values = sweep_grid([p.x for p in points], dtype)
@@ -87,18 +93,18 @@ def test_expression_source_agrees_with_the_registry(key, set_name, dtype):
     if source.gradient is not None:
         got = dy_values * expr.to_tf(expr.parse(source.gradient, names), x, tensors).numpy()
     else:
-        with_dy = {**tensors, op_sources.DY: tf.constant(dy_values)}
-        got = expr.to_tf(expr.parse(source.backward, (*names, op_sources.DY)), x, with_dy).numpy()
+        with_dy = {**tensors, export.DY: tf.constant(dy_values)}
+        got = expr.to_tf(expr.parse(source.backward, (*names, export.DY)), x, with_dy).numpy()
     assert_close(got, expected, x_values, rtol=rtol, atol=atol, what=f"{key} custom gradient")
 
 
 def test_clip_gradient_source_acts_on_dy():
     """With dy inside [-c, c] nothing changes; outside, dy is clipped to +-c (not scaled by x)."""
-    source = op_sources.source_for("clip_gradient")
-    tree = expr.parse(source.backward, ("clip_value", op_sources.DY))
+    source = ops.get("clip_gradient").expression
+    tree = expr.parse(source.backward, ("clip_value", export.DY))
     x = tf.constant([-2.0, 0.0, 2.0, 5.0])
     dy = tf.constant([0.5, -3.0, 3.0, 1.0])
-    got = expr.to_tf(tree, x, {"clip_value": 1.0, op_sources.DY: dy}).numpy()
+    got = expr.to_tf(tree, x, {"clip_value": 1.0, export.DY: dy}).numpy()
     np.testing.assert_array_equal(got, [0.5, -1.0, 1.0, 1.0])
 
 
@@ -175,12 +181,44 @@ def test_module_name_must_be_an_identifier():
 def test_numpy_source_follows_the_tie_conventions():
     """The NumPy rendering evaluates in x's dtype: round half to even, comparisons as 0/1."""
     tree = expr.parse("round(x * 3) / 3 + (x >= 0.5)")
-    source = export.to_numpy_source(tree)
+    source = expr.to_numpy_source(tree)
     x = np.array([0.5 / 3, 1.5 / 3, 0.5], dtype=np.float32)
     namespace = {"np": np, "x": x, "_D": x.dtype.type}
     got = eval(source, namespace)  # noqa: S307 - our own generated source, not user text
     np.testing.assert_array_equal(got, expr.to_numpy(tree, x))
     assert got.dtype == np.float32
+
+
+# -- generated code is checked code ------------------------------------------------------------------------
+def _ruff():
+    """The ruff of requirements-dev.txt: next to this Python, else on PATH."""
+    beside = Path(sys.executable).with_name("ruff")
+    found = str(beside) if beside.exists() else shutil.which("ruff")
+    if found is None:
+        pytest.fail("ruff not found next to sys.executable or on PATH; install requirements-dev.txt")
+    return found
+
+
+def test_generated_files_pass_ruff(tmp_path):
+    """Every built-in op and a user op: module and test file have no ruff findings under the repo's config.
+
+    A canary file with an unused import proves ruff really checked the folder."""
+    for op in [*OP_KEYS, user_op("my_spike")]:
+        for name, text in export.files(op).items():
+            (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "canary.py").write_text("import os\n", encoding="utf-8")
+    result = subprocess.run(
+        [_ruff(), "check", "--no-cache", "--config", str(REPO / "pyproject.toml"), "--output-format", "json", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    findings = [(Path(item["filename"]).name, item["code"], item["message"]) for item in json.loads(result.stdout)]
+    assert ("canary.py", "F401") in {(name, code) for name, code, _ in findings}
+    generated = [finding for finding in findings if finding[0] != "canary.py"]
+    assert not generated, "\n".join(f"{name}: {code} {message}" for name, code, message in generated)
+    assert len(list(tmp_path.glob("*.py"))) == 2 * (len(OP_KEYS) + 1) + 1
 
 
 # -- generated tests, run for every built-in op and two user ops ------------------------------------------

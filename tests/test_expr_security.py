@@ -82,7 +82,7 @@ HOSTILE = [
     ("'trip()'", "strings"),
     ("f'{trip()}'", "f-strings"),
     ("b'x'", "strings and bytes"),
-    ("9 ** 9 ** 9", "the exponent 3.8742e+08 is not allowed; |exponent| <= 16 at column 6: '9 ** 9'"),
+    ("9 ** 9 ** 9", "exponent 3.8742e+08"),  # value, limit and position: tests/test_expr.py
     ("x ** 1000", "exponent 1000"),
     ("x" * 10_000, "10000 characters long is not allowed"),
     ("(" * 1000 + "x" + ")" * 1000, "2001 characters long"),
@@ -191,7 +191,7 @@ def test_sentinel_would_see_a_real_call():
 # -- property-based ----------------------------------------------------------------------------
 
 GRID32 = np.linspace(-3, 3, 61, dtype=np.float32)
-UNARY_FUNCTIONS = sorted(name for name, arity in expr.FUNCTIONS.items() if arity == 1)
+UNARY_FUNCTIONS = sorted(name for name, function in expr.FUNCTIONS.items() if function.arity == 1)
 NUMBERS = st.one_of(
     st.integers(0, 20).map(str),
     st.floats(0, 100, allow_nan=False, allow_infinity=False).map(repr),

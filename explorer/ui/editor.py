@@ -129,17 +129,16 @@ def _initialise() -> None:
 
 
 def _help() -> None:
-    functions = ", ".join(f"`{name}`" for name in expr.FUNCTIONS)
     st.markdown(
         "Write the **forward** and the **custom gradient g(x)** (the backward is `dy * g(x)`) as expressions in "
         "`x` and up to three parameters. Allowed: numbers, `x`, your parameter names, `pi`, `e`, "
         "`+ - * / **`, comparisons `< <= > >= == !=` (a comparison used as a number is 0 or 1; chains such as "
-        f"`0 <= x <= 1` work), and the functions {functions}. `where(c, a, b)` picks `a` where `c` holds. "
-        "`sign(0) = 0` and `round` rounds half to even, as in TensorFlow. Exponents must not depend on x. "
+        "`0 <= x <= 1` work), and the functions below. Exponents must not depend on x. "
         "Nothing you type is ever run as Python: text is parsed and checked against this allowlist, then "
         "built from TensorFlow ops. Special points: numbers or expressions of the parameters, comma-separated, "
         "each optionally `:kind` (jump, kink, boundary, singular), e.g. `0, -1/k, 1:kink`."
     )
+    st.dataframe(expr.help_table(), hide_index=True)
 
 
 def _form() -> None:
