@@ -9,7 +9,7 @@ Nothing here imports streamlit; the pages in ``explorer.ui`` do.
     table = explorer.metrics(result)                      # peak, fwhm, area, dead zone, ...
 
 The modules are ``explorer.sweeps`` (the :class:`Sweep` and :func:`sweep`), ``explorer.detect`` (where a
-sampled curve jumps, bends or is not finite), ``explorer.points``, ``explorer.metrics``,
+sampled curve jumps, bends or is not finite), ``explorer.points``, ``explorer.measures`` (the metrics),
 ``explorer.figures``, ``explorer.train``, ``explorer.state``, ``explorer.verify``, ``explorer.export``.
 """
 
@@ -22,8 +22,8 @@ _EXPORTS = {
     "decimate": "explorer.sweeps",
     "sweep": "explorer.sweeps",
     "special_points": "explorer.points",
-    "metrics": "explorer.metrics",
-    "metrics_table": "explorer.metrics",
+    "metrics": "explorer.measures",
+    "metrics_table": "explorer.measures",
 }
 
 __all__ = sorted(_EXPORTS)

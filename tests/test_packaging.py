@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,8 +19,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")  # setuptools writes build/ into the tree it builds
+    for name in ("pyproject.toml", "README.md", "requirements.txt"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("ops", "explorer"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         check=True,
         capture_output=True,
     )

@@ -15,7 +15,7 @@ import streamlit as st
 import ops
 from explorer import figures
 from explorer import state as url_state
-from explorer.metrics import metrics_table
+from explorer.measures import metrics_table
 from explorer.points import display_table, special_points
 from explorer.sweeps import sweep
 from explorer.ui.widgets import literal, show_formulas

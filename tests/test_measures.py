@@ -1,4 +1,4 @@
-"""explorer.metrics: peak, width, area, dead zone and mismatch against analytic values."""
+"""explorer.measures (explorer.metrics, explorer.metrics_table): peak, width, area, dead zone and mismatch against analytic values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import ops
 from explorer.expr import compile_op
-from explorer.metrics import COLUMNS, metrics, metrics_table
+from explorer.measures import COLUMNS, metrics, metrics_table
 from explorer.points import special_points
 from explorer.sweeps import sweep
 
