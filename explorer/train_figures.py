@@ -161,3 +161,51 @@ def _curves(fig: go.Figure, predictions: Sequence[GridPrediction], dataset: Data
             **cell,
         )
         fig.update_yaxes(range=[low - margin, high + margin], **cell)
+
+
+def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
+    """Gradient flow through depth: per run, the kernel gradient norm of every layer (hidden layers
+    1..D, then the output layer) against its index, log scale. Solid: at initialisation (history row 1);
+    dashed: at ``epoch`` (default: each run's last row). A zero norm (no gradient, e.g. the true gradient
+    of a step) cannot sit on a log axis: it is left out of the line and named in the hover text."""
+    if len(histories) != len(labels):
+        raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
+    fig = go.Figure()
+    names: list[str] = []
+    for index, (history, label) in enumerate(zip(histories, labels, strict=True)):
+        columns = [c for c in history.columns if c.startswith("grad_norm_")]
+        if not len(history) or not columns:
+            continue
+        names = [c.removeprefix("grad_norm_") for c in columns]
+        later = history.iloc[-1] if epoch is None else history[history["epoch"] <= epoch].iloc[-1]
+        snapshots = [(history.iloc[0], "at initialisation", "solid")]
+        if int(later["epoch"]) != int(history["epoch"].iloc[0]):
+            snapshots.append((later, f"epoch {int(later['epoch'])}", "dash"))
+        for row, when, dash in snapshots:
+            norms = np.array([float(row[c]) for c in columns])
+            shown = np.where(norms > 0, norms, np.nan)
+            hover = [f"{label}, {when}<br>layer {n}: " + (f"{v:.3g}" if v > 0 else "0 (no gradient)") for n, v in zip(names, norms, strict=True)]
+            fig.add_trace(
+                go.Scatter(
+                    x=names,
+                    y=shown,
+                    mode="lines+markers",
+                    name=f"{label} ({when})",
+                    line={"color": run_colour(index), "width": 2, "dash": dash},
+                    marker={"size": 7},
+                    text=hover,
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        template=TEMPLATE,
+        height=380,
+        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+        xaxis_title="layer (1 = first hidden layer)",
+        yaxis_title="kernel gradient norm (log scale)",
+        legend={"orientation": "h", "y": -0.25},
+        uirevision="layers",
+    )
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=names)
+    fig.update_yaxes(type="log", exponentformat="power")
+    return fig
