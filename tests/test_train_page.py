@@ -107,5 +107,5 @@ def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     app.session_state["train.running"] = False
     app.run()
     assert not app.exception
-    assert [s.value for s in app.subheader] == ["Results", "Decision boundaries"]
+    assert [s.value for s in app.subheader] == ["Gradient flow through depth", "Results", "Decision boundaries"]
     assert app.dataframe[-1].value["epochs"].tolist() == [3, 3]
