@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from explorer import preset_figures, presets, tasks, train
-from explorer.train_figures import layer_norm_figure
+from explorer.train_figures import layer_norm_figure, snapshot_epochs
 
 ROOT_2PI = math.sqrt(2 * math.pi)
 
@@ -228,15 +228,29 @@ def test_gradient_flow_table_by_hand():
     assert (row["depth"], row["first/last at init"], row["first/last at now"], row["epoch"]) == (2, 0.25, 0.0, 2)
 
 
-def test_layer_norm_figure_draws_each_layer_and_leaves_zeros_out():
-    history = pd.DataFrame(
-        {"epoch": [1, 2], "grad_norm_1": [0.5, 0.0], "grad_norm_2": [2.0, 4.0], "grad_norm_output": [1.0, 3.0]}
+def test_snapshot_epochs_are_the_first_and_evenly_spaced():
+    assert snapshot_epochs(200) == [1, 50, 100, 150, 200]
+    assert snapshot_epochs(2) == [1, 2] and snapshot_epochs(1) == [1] and snapshot_epochs(0) == []
+
+
+def test_layer_norm_figure_has_a_panel_per_run_with_each_layer_and_leaves_zeros_out():
+    epochs = np.arange(1, 9)
+    deep = pd.DataFrame(
+        {"epoch": epochs, "grad_norm_1": 0.5 / epochs, "grad_norm_2": 2.0 * epochs, "grad_norm_output": np.ones(8)}
     )
-    fig = layer_norm_figure([history], ["run"])
-    init, later = fig.data
-    assert list(init.x) == ["1", "2", "output"] and list(init.y) == [0.5, 2.0, 1.0]
-    assert np.isnan(later.y[0]) and list(later.y[1:]) == [4.0, 3.0] and later.line.dash == "dash"
-    assert fig.layout.yaxis.type == "log"
+    deep.loc[deep["epoch"] == 8, "grad_norm_1"] = 0.0
+    diverged = deep.iloc[:3]  # stopped at epoch 3
+    fig = layer_norm_figure([deep, diverged], ["deep", "diverged"])
+    first = [t for t in fig.data if t.xaxis == "x"]
+    assert [t.name for t in first] == ["epoch 1 (initialisation)", "epoch 2", "epoch 4", "epoch 6", "epoch 8"]
+    assert list(first[0].x) == ["1", "2", "output"] and list(first[0].y) == [0.5, 2.0, 1.0]
+    assert list(first[2].y) == [0.125, 8.0, 1.0]  # epoch 4's row
+    assert np.isnan(first[-1].y[0]) and "0 (no gradient)" in first[-1].text[0]
+    second = [t for t in fig.data if t.xaxis == "x2"]
+    assert [t.name for t in second] == ["epoch 1 (initialisation)", "epoch 2"]  # only the epochs it reached
+    assert not any(t.showlegend for t in second)  # one legend entry per epoch colour
+    assert first[0].line.color == second[0].line.color != first[1].line.color
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
 
 
 def test_preset_figures_carry_the_data():
@@ -257,3 +271,21 @@ def test_every_preset_sets_a_valid_train_setup():
         assert setup.task in tasks.names() and 1 <= setup.depth <= train.MAX_DEPTH
         assert len(setup.runs) <= 6  # the Train page compares at most 6 runs
     assert presets.get("depth").setup.depth == 6 and presets.get("depth").live
+
+
+# -- the benchmark of the presets ----------------------------------------------------------------------
+def test_preset_benchmark_times_every_preset_interleaved_and_reports_medians(monkeypatch):
+    from explorer.bench import presets as bench
+
+    assert list(bench.FIRST_RESULT) == presets.names()  # every preset is timed
+    order, clock = [], iter(range(1000))
+    monkeypatch.setattr(bench.train, "compare", lambda *args, **kwargs: None)  # the warm-up
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock) ** 2)
+    monkeypatch.setattr(bench, "FIRST_RESULT", {key: (lambda key=key: order.append(key)) for key in ("a", "b", "c")})
+    seconds = bench.preset_seconds(repeats=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]  # rotated by one per repetition
+    # call k starts at clock 2k, ends at 2k+1: (2k+1)^2 - (2k)^2 = 4k+1; a ran as calls 0, 5, 7 (1, 21, 29),
+    # b as 1, 3, 8 (5, 13, 33), c as 2, 4, 6 (9, 17, 25)
+    assert seconds == {"a": 21, "b": 13, "c": 17}
+    with pytest.raises(ValueError, match=r"repeats must be a whole number in \[1, 20\]"):
+        bench.preset_seconds(repeats=0)

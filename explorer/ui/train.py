@@ -150,6 +150,16 @@ def _control_values(setup: presets.TrainSetup) -> dict:
     }
 
 
+def _config_of(setup: presets.TrainSetup) -> TrainConfig:
+    """The session config the controls give once ``setup`` is applied: its runs go through the runs
+    table as the page reads them, so the two compare equal."""
+    runs, _ = _runs_from_table(_runs_table(setup.runs), None)
+    return TrainConfig(
+        task=setup.task, n=setup.n, noise=setup.noise, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
+        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed, runs=tuple(runs),
+    )
+
+
 def _seed_controls() -> None:
     """Default values of the sidebar widgets, set through session state (the widgets take no ``value=``),
     so that a preset can set them too without Streamlit's "default value and Session State" warning."""
@@ -377,17 +387,40 @@ def _training_view() -> None:
 
 
 def _ratio(value: float) -> str:
-    return "no gradient" if math.isnan(value) else f"{value:.3g}"
+    if math.isnan(value):
+        return "no gradient in the last layer"
+    return "0 (no gradient reaches layer 1)" if value == 0 else f"{value:.3g}"
+
+
+RATIO_LATEX = r"$\lVert \nabla_{W_1} L \rVert \,/\, \lVert \nabla_{W_D} L \rVert$"
+
+
+def _preset_session(key: str) -> train.Session | None:
+    """The current session if it is exactly preset ``key``'s setup (the user has not changed a control)."""
+    session = st.session_state.get(SESSION_KEY)
+    if session is None or st.session_state.get(CONFIG_KEY) != _config_of(presets.get(key).setup):
+        return None
+    return session
+
+
+def _depth_sentence(table: pd.DataFrame) -> str:
+    """What the depth preset's run shows: the measured first / last hidden-layer ratio per scale."""
+    at_init = ", ".join(f"{row['run']}: **{_ratio(row['first/last at init'])}**" for row in table.to_dict("records"))
+    later = ", ".join(f"{row['run']}: {_ratio(row['first/last at now'])}" for row in table.to_dict("records"))
+    epoch = int(table["epoch"].max())
+    return (
+        f"**This run shows** ({int(table['depth'].iloc[0])} hidden layers, ratio {RATIO_LATEX} of the first to the last "
+        f"hidden layer's kernel gradient norm; below 1 the gradient shrinks on its way down, above 1 it grows): "
+        f"at initialisation {at_init}; at epoch {epoch}: {later}."
+    )
 
 
 def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
-    """Kernel gradient norm of every layer, at initialisation and now; for deep nets the first/last ratio."""
+    """Kernel gradient norm of every layer, per run, at initialisation and over training; for deep nets
+    the measured first/last ratio (live: the depth preset's box states it once training is over)."""
     if epoch == 0:
         return
     st.subheader("Gradient flow through depth")
-    st.plotly_chart(
-        layer_norm_figure([r.history for r in results], [r.run.label for r in results]), key="train.layer_chart"
-    )
     table = presets.gradient_flow_table(results)
     if len(table) and int(table["depth"].iloc[0]) > 1:
         ratios = "; ".join(
@@ -395,8 +428,14 @@ def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
             f"{_ratio(row['first/last at now'])} at epoch {row['epoch']}"
             for row in table.to_dict("records")
         )
-        st.markdown(f"**First / last hidden layer gradient norm** ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
-    st.caption("Layers with exactly zero gradient (no gradient reaches them) are left out of the log-scale chart.")
+        st.markdown(f"**First / last hidden layer**, {RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
+    st.plotly_chart(
+        layer_norm_figure([r.history for r in results], [r.run.label for r in results]), key="train.layer_chart"
+    )
+    st.caption(
+        "One panel per run; each line is one epoch (the legend gives the colour of each), solid at initialisation. "
+        "A layer with exactly zero gradient cannot sit on the log scale: its point is left out (hover names it)."
+    )
 
 
 def _predictions(session: train.Session, epoch: int, results: list[train.RunResult]) -> list[train.GridPrediction]:
@@ -468,18 +507,25 @@ def _apply_preset(key: str) -> None:
 
 
 def _preset_from_url() -> None:
-    """Act on ``?preset=`` once per value: apply a known preset, remember a notice for an unknown one."""
-    values = st.query_params.get_all("preset")
-    value = values[-1] if values else None
-    if value is None or value == st.session_state.get(URL_PRESET_KEY):
+    """Act on ``?preset=`` once per value: apply a known preset; for any other value keep every control
+    and run as it is, remember a notice and drop the value from the URL (as the explore page rewrites
+    its URL to the state it shows)."""
+    values = st.query_params.get_all(url_state.PRESET_URL_KEY)
+    raw = values[-1] if values else None
+    if raw is None or raw == st.session_state.get(URL_PRESET_KEY):
         return
-    st.session_state[URL_PRESET_KEY] = value
-    if value in presets.PRESETS:
-        _apply_preset(value)
+    st.session_state[URL_PRESET_KEY] = raw
+    key, notices = url_state.preset_from_query({url_state.PRESET_URL_KEY: values}, presets.names())
+    if key is not None:
+        _apply_preset(key)
+        return
+    st.session_state[PRESET_NOTICE_KEY] = " ".join(notices)
+    current = st.session_state.get(PRESET_KEY) or ""
+    if current:
+        st.query_params[url_state.PRESET_URL_KEY] = current
+        st.session_state[URL_PRESET_KEY] = current
     else:
-        st.session_state[PRESET_NOTICE_KEY] = (
-            f"Unknown preset '{value[:80]}' in the link; presets: {', '.join(presets.names())}. Showing the normal page."
-        )
+        del st.query_params[url_state.PRESET_URL_KEY]
 
 
 def _on_preset_change() -> None:
@@ -493,6 +539,11 @@ def _on_preset_change() -> None:
         st.session_state[PRESET_NOTICE_KEY] = None
 
 
+# Caching: st.cache_data, not st.cache_resource. The results are small DataFrames (at most a few
+# thousand rows), so the pickled copy each session gets costs milliseconds, and no session can
+# change another's table by accident. Each is computed once per server process and argument set;
+# Streamlit holds a per-key lock while it computes, so a second visitor waits for that one
+# computation instead of starting another on the same two cores.
 @st.cache_data(show_spinner="Coarse gradient descent, closed form…", max_entries=16)
 def _yin(steps: int, lr: float) -> dict[str, pd.DataFrame]:
     return {ste: presets.yin2019(ste, steps=steps, lr=lr) for ste in presets.STES}
@@ -595,6 +646,19 @@ def _shape_scale_view() -> None:
         st.dataframe(results, hide_index=True)
 
 
+def _depth_view() -> None:
+    session = _preset_session("depth")
+    epoch, results = session.snapshot() if session is not None else (0, [])
+    if epoch == 0:
+        st.markdown(
+            "**This run shows**: the three networks train below (press Start if they are not training); the "
+            "measured first / last layer ratios appear live under *Gradient flow through depth* from the first "
+            "epoch, and here once training stops."
+        )
+        return
+    st.markdown(_depth_sentence(presets.gradient_flow_table(results)))
+
+
 def _preset_view(key: str) -> None:
     preset = presets.get(key)
     with st.container(border=True):
@@ -606,10 +670,7 @@ def _preset_view(key: str) -> None:
         elif key == "zenke2021":
             _shape_scale_view()
         else:
-            st.markdown(
-                "**This run shows**: the session below trains the three networks; the first / last hidden layer "
-                "gradient ratios it measures are stated under *Gradient flow through depth*."
-            )
+            _depth_view()
         if not preset.live and preset.setup.runs:
             st.caption("The controls below are set to a live version of this experiment: press **Start** to watch it train.")
 
@@ -639,8 +700,7 @@ def page() -> None:
     )
     _preset_from_url()
     preset = _preset_selector()
-    if preset:
-        _preset_view(preset)
+    preset_box = st.container()  # filled after the controls: they show while a preset computes
     user_op = _user_op()
     config, problems, epochs = _controls(user_op)
     for problem in problems:
@@ -666,6 +726,9 @@ def page() -> None:
 
     if st.session_state.get(ERROR_KEY):
         st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
+    if preset:
+        with preset_box:
+            _preset_view(preset)
     if st.session_state.get(SESSION_KEY) is None:
         st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
         return
