@@ -130,8 +130,9 @@ PRESET_NUMBERS = {
     "dann": r"target accuracy \*\*0\.\d{3} ± 0\.\d{3}\*\* with gradient reversal against \*\*0\.\d{3} ± 0\.\d{3}\*\* "
     r"without, mean ± std over 10 seeds; reversal is better in \d+ of 10 seeds",
     "zenke2021": r"every shaped surrogate reaches \*\*0\.\d{3} to [01]\.\d{3}\*\*.*the true gradient \*\*0\.\d{3}\*\*",
-    "depth": r"at initialisation sigmoid \(custom, slope=1\): \*\*0\.000\d+\*\*, sigmoid \(custom, slope=10\): \*\*0\.\d+\*\*, "
-    r"sigmoid \(custom, slope=100\): \*\*\d+\.\d+\*\*; at epoch 200: ",
+    "depth": r"at initialisation sigmoid \(custom, slope=1\): \*\*0\.000\d+\*\* \(×0\.\d+ per layer\), "
+    r"sigmoid \(custom, slope=10\): \*\*0\.\d+\*\* \(×0\.\d+ per layer\), "
+    r"sigmoid \(custom, slope=100\): \*\*\d+\.\d+\*\* \(×1\.\d+ per layer\); at epoch 200: ",
 }
 
 

@@ -405,12 +405,19 @@ def _preset_session(key: str) -> train.Session | None:
 
 def _depth_sentence(table: pd.DataFrame) -> str:
     """What the depth preset's run shows: the measured first / last hidden-layer ratio per scale."""
-    at_init = ", ".join(f"{row['run']}: **{_ratio(row['first/last at init'])}**" for row in table.to_dict("records"))
+    def per_layer(ratio: float, depth: int) -> str:
+        return f" (×{ratio ** (1 / (depth - 1)):.2g} per layer)" if ratio > 0 and depth > 1 else ""
+
+    at_init = ", ".join(
+        f"{row['run']}: **{_ratio(row['first/last at init'])}**{per_layer(row['first/last at init'], row['depth'])}"
+        for row in table.to_dict("records")
+    )
     later = ", ".join(f"{row['run']}: {_ratio(row['first/last at now'])}" for row in table.to_dict("records"))
     epoch = int(table["epoch"].max())
     return (
         f"**This run shows** ({int(table['depth'].iloc[0])} hidden layers, ratio {RATIO_LATEX} of the first to the last "
-        f"hidden layer's kernel gradient norm; below 1 the gradient shrinks on its way down, above 1 it grows): "
+        f"hidden layer's kernel gradient norm; below 1 the gradient shrinks on its way down, above 1 it grows, "
+        f"by about the same factor per layer, so more depth means more of it): "
         f"at initialisation {at_init}; at epoch {epoch}: {later}."
     )
 
@@ -588,7 +595,13 @@ def _yin_view() -> None:
     flip_step = identity["w flips at step"]
     flip = "w does not flip" if pd.isna(flip_step) else f"w flips at step {int(flip_step)}"
     st.markdown(
-        f"**This run shows** (from v = (-0.2, -0.2, -0.2, 1.8), w = -w*, loss {identity['start loss']:.3f}; "
+        r"Model $y = v^\top \sigma(Zw)$, $\sigma(x) = \mathbb{1}\{x > 0\}$, $Z \in \mathbb{R}^{4 \times 10}$ with "
+        r"i.i.d. $\mathcal{N}(0, 1)$ entries, teacher $v^* = (1, 1, 1, -1)$, $w^* = e_1$; $v$ follows its exact "
+        r"expected gradient, $w$ the expected coarse gradient of each STE (closed forms, Lemmas 4 and 7)."
+    )
+    st.markdown(
+        r"**This run shows** (from $v = (-0.2, -0.2, -0.2, 1.8)$, $w = -w^*$, "
+        f"loss {identity['start loss']:.3f}; "
         f"{int(steps):,} steps, learning rate {float(lr):g}): ReLU STE ends at loss **{rows['relu']['final loss']:.4f}**, "
         f"clipped ReLU at **{rows['clipped_relu']['final loss']:.4f}**. Identity STE: {flip}, the loss reaches "
         f"**{identity['highest loss']:.3f}**, and it does not settle (final loss {identity['final loss']:.3f})."
@@ -598,8 +611,9 @@ def _yin_view() -> None:
     sweep = _yin_sweep()
     singular = sweep.loc[sweep["singular"], "theta"].tolist()
     st.markdown(
-        "The loss over θ from Lemma 1, and TensorFlow's autodiff of it in w through θ = arccos(w·w*/|w||w*|): "
-        f"inf/NaN (singular) at θ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where w is parallel to w*. "
+        r"The loss over $\theta$ from Lemma 1, and TensorFlow's autodiff of it in $w$ through "
+        r"$\theta = \arccos\big(w^\top w^* / (\lVert w \rVert \lVert w^* \rVert)\big)$: "
+        f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
         "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
     )
     st.plotly_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
@@ -616,7 +630,8 @@ def _dann_view() -> None:
     with_reversal, without = summary.iloc[0], summary.iloc[1]
     st.markdown(
         f"**This run shows** (two moons, target rotated {presets.DANN_ROTATION:g}°, {presets.DANN_POINTS} points per domain, "
-        f"noise {presets.DANN_NOISE:g}, {presets.DANN_HIDDEN} sigmoid units, λ = 2/(1+exp(-10p)) - 1): target accuracy "
+        f"noise {presets.DANN_NOISE:g}, {presets.DANN_HIDDEN} sigmoid units, "
+        r"$\lambda_p = \frac{2}{1 + e^{-10p}} - 1$ at training progress $p$): target accuracy "
         f"**{with_reversal['mean target accuracy']:.3f} ± {with_reversal['std']:.3f}** with gradient reversal against "
         f"**{without['mean target accuracy']:.3f} ± {without['std']:.3f}** without, mean ± std over {int(with_reversal['seeds'])} "
         f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
