@@ -156,6 +156,13 @@ def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_n
     text = _markdown(app)
     assert preset.claim in text and preset.reference in text
     assert re.search(PRESET_NUMBERS[key], text, flags=re.S), text
+    if key == "yin2019":  # the Monte-Carlo check of the closed forms, on demand
+        app.toggle(key="train.yin_monte_carlo").set_value(True).run()
+        assert not app.exception
+        captions = " ".join(c.value for c in app.caption)
+        worst = re.search(r"largest \|monte carlo - closed form\| = ([0-9.]+) standard errors", captions)
+        assert worst and float(worst.group(1)) < 5, captions
+        assert any(len(frame.value) == 3 * 14 for frame in app.dataframe)  # 4 + 10 parameters per STE
     if preset.live:  # the numbers come from this session: 200 epochs of the preset's three runs
         assert app.session_state["train.session"].epoch == setup.epochs
         assert [s.value for s in app.subheader][-3:] == ["Gradient flow through depth", "Results", "Decision boundaries"]
