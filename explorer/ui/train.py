@@ -17,9 +17,12 @@ Two rules keep the page right under load (several users, slow reruns):
   them too.
 
 Presets (``explorer.presets``, also ``/train?preset=<key>``) set every control through the widgets'
-session-state keys before the widgets render; a live preset then starts its session like Start does,
-the others run their preset function (cached on its arguments) and show its tables and figures. The
-URL is read for ``preset`` only; an unknown value gives a notice and the normal page.
+session-state keys before the widgets render; a live preset (``depth``) then starts its session like
+Start does, the others run their preset function (cached once per server, see the note above
+``_yin``) and show its tables and figures. The preset's box is filled after the controls are drawn,
+so the page is usable while a preset computes. The URL is read for ``preset`` only
+(:func:`explorer.state.preset_from_query`); an unknown value gives a notice, keeps every control and
+run, and is dropped from the URL.
 """
 
 from __future__ import annotations
