@@ -55,6 +55,7 @@ URL_PRESET_KEY = "train.url_preset"  # the ?preset= value already acted on, so a
 PRESET_NOTICE_KEY = "train.preset_notice"
 YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
 MONTE_CARLO_KEY = "train.yin_monte_carlo"
+YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
 RUNS_FROM_PRESET_KEY = "train.runs_from_preset"  # the next render keeps the runs a preset just set
 DEFAULT_SETUP = presets.TrainSetup()
 TICK_SECONDS = 0.5
@@ -589,7 +590,10 @@ def _preset_header(preset: presets.Preset) -> None:
 
 def _yin_view() -> None:
     col_steps, col_lr = st.columns(2)
-    steps = col_steps.number_input("Steps", min_value=1, max_value=100_000, step=500, key=YIN_STEPS_KEY)
+    steps = col_steps.number_input(
+        "Steps", min_value=1, max_value=YIN_PAGE_MAX_STEPS, step=500, key=YIN_STEPS_KEY,
+        help=f"at most {YIN_PAGE_MAX_STEPS:,} here (about a second): the steps are a Python loop",
+    )
     lr = col_lr.number_input("Learning rate", min_value=1e-4, max_value=10.0, format="%g", key=YIN_LR_KEY)
     histories = _yin(int(steps), float(lr))
     summary = presets.yin2019_summary(histories)
