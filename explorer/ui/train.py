@@ -613,7 +613,11 @@ def _yin_view() -> None:
         f"clipped ReLU at **{rows['clipped_relu']['final loss']:.4f}**. Identity STE: {flip}, the loss reaches "
         f"**{identity['highest loss']:.3f}**, and it does not settle (final loss {identity['final loss']:.3f})."
     )
-    st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")})
+    st.dataframe(
+        summary.assign(**{"w flips at step": summary["w flips at step"].map(lambda v: "never" if pd.isna(v) else f"{int(v)}")}),
+        hide_index=True,
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
+    )
     st.plotly_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
     sweep = _yin_sweep()
     singular = sweep.loc[sweep["singular"], "theta"].tolist()
@@ -662,7 +666,9 @@ def _shape_scale_view() -> None:
         "layer learns). With Adam the gradient's overall size is normalised away in this one-layer net; the depth "
         "preset shows where scale bites."
     )
-    st.dataframe(presets.shape_scale_table(results), hide_index=True)
+    table = presets.shape_scale_table(results)
+    st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
+    st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
     st.plotly_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
     with st.expander("Every run"):
         st.dataframe(results, hide_index=True)
