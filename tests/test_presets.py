@@ -147,6 +147,7 @@ def dann_runs():
     return presets.dann()
 
 
+@pytest.mark.slow
 def test_gradient_reversal_beats_the_source_only_network_on_average(dann_runs):
     per_seed = dann_runs
     assert len(per_seed) == 10
@@ -212,6 +213,7 @@ def numpy_kernel_norms(weights, x, y, slope, depth):
     return norms[::-1]
 
 
+@pytest.mark.slow
 def test_depth_preset_ratios_match_numpy_and_grow_with_the_surrogate_scale():
     setup = presets.get("depth").setup
     data = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
