@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -395,3 +395,21 @@ def editor_op(source: EditorSource | None) -> ops.OpSpec | None:
         return compile_editor_op(source)
     except expr.ExpressionError:
         return None
+
+
+# -- the train page ------------------------------------------------------------------------------------
+# URL key: ``preset`` (``/train?preset=yin2019``). The page's other controls are not in its URL.
+PRESET_URL_KEY = "preset"
+
+
+def preset_from_query(query: Mapping[str, Any], known: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The preset a Train-page URL asks for (None: none asked, or not one of ``known``) and a notice
+    for a value that is not used. Repeated keys: the last one wins, as on the other pages."""
+    raw = _first(query, PRESET_URL_KEY)
+    if raw is None:
+        return None, []
+    if len(raw) > MAX_QUERY_VALUE:
+        return None, [f"URL value of '{PRESET_URL_KEY}' is too long ({len(raw)} characters); no preset loaded."]
+    if raw in known:
+        return raw, []
+    return None, [f"Unknown preset '{raw}' in the URL; no preset loaded, your settings are kept. Presets: {', '.join(known)}."]

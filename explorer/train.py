@@ -19,9 +19,12 @@ history row into a variable that the streaming callback reads after the chunk.
 
 History rows (one per real epoch, ``epoch`` counted from 1) describe the weights the epoch
 *starts* from, measured on the full data set: ``loss``, ``accuracy`` (classification only),
-``grad_norm`` (Frobenius norm of the loss gradient w.r.t. the first Dense kernel) and
+``grad_norm`` (Frobenius norm of the loss gradient w.r.t. the first Dense kernel),
 ``dead_fraction`` (share of first-layer units whose kernel column and bias get exactly zero
-gradient). For full-batch training these are exactly the values of that epoch's update step.
+gradient), and the gradient flow through depth: ``grad_norm_1`` .. ``grad_norm_D`` (the same norm
+for the kernel of each hidden Dense layer, ``grad_norm_1`` equal to ``grad_norm``) and
+``grad_norm_output`` (the output layer's kernel). For full-batch training these are exactly the
+values of that epoch's update step; all come from the same gradients, in the same compiled step.
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ from explorer import tasks
 
 MAX_EPOCHS = 2000
 MAX_WIDTH = 64
-MAX_DEPTH = 3
+MAX_DEPTH = 6
+# Kernel initialiser seeds: layer l (0 = output) of seed s gets s * SEED_STRIDE + l, as when the limit
+# was 3 hidden layers, so every network of depth <= 3 keeps its initial weights. Deeper layers (l > 3)
+# draw from a separate range (DEEP_SEED_OFFSET + s * SEED_STRIDE + l: l mod 4 differs for l = 4, 5, 6,
+# so no two (s, l) pairs share a seed).
+SEED_STRIDE = 4
+DEEP_SEED_OFFSET = 2**40
 MAX_LEARNING_RATE = 1e7
 MAX_RESOLUTION = 500
 # "diverged": a loss that is NaN or inf, or above DIVERGENCE_FACTOR * max(1, first loss). The second
@@ -81,6 +90,12 @@ XLA_AFTER_STEPS = 2000
 
 _RECORD_FIELDS = ("loss", "accuracy", "grad_norm", "dead_fraction")
 FIRST_HIDDEN = "dense_1"
+OUTPUT_LAYER = "output"
+
+
+def layer_norm_columns(depth: int) -> list[str]:
+    """History columns of the per-layer kernel gradient norms: ``grad_norm_1..grad_norm_<depth>``, ``grad_norm_output``."""
+    return [f"grad_norm_{layer}" for layer in range(1, depth + 1)] + ["grad_norm_output"]
 
 
 # -- argument checks --------------------------------------------------------------------------
@@ -192,6 +207,11 @@ def batch_order(n: int, batch_size: int | None, seed: int, epoch: int) -> list[n
 
 
 # -- model ------------------------------------------------------------------------------------
+def _kernel_seed(seed: int, layer: int) -> int:
+    """Initialiser seed of hidden layer ``layer`` (0: the output layer); see ``SEED_STRIDE``."""
+    return seed * SEED_STRIDE + layer + (DEEP_SEED_OFFSET if layer >= SEED_STRIDE else 0)
+
+
 def build_model(
     input_dim: int, run: Run | None, *, width: int = DEFAULT_WIDTH, depth: int = 1, seed: int = 0
 ) -> keras.Model:
@@ -203,7 +223,7 @@ def build_model(
     inputs = keras.Input(shape=(input_dim,), name="x")
     hidden = inputs
     for layer in range(1, depth + 1):
-        initializer = keras.initializers.GlorotUniform(seed=seed * (MAX_DEPTH + 1) + layer)
+        initializer = keras.initializers.GlorotUniform(seed=_kernel_seed(seed, layer))
         hidden = keras.layers.Dense(width, kernel_initializer=initializer, name=f"dense_{layer}")(hidden)
         if run.op is None:
             hidden = keras.layers.Activation(keras.activations.relu, name=f"op_{layer}")(hidden)
@@ -211,8 +231,8 @@ def build_model(
             hidden = ops.SurrogateLayer(run.spec, gradient=run.gradient, params=dict(run.params), name=f"op_{layer}")(
                 hidden
             )
-    initializer = keras.initializers.GlorotUniform(seed=seed * (MAX_DEPTH + 1))
-    outputs = keras.layers.Dense(1, kernel_initializer=initializer, name="output")(hidden)
+    initializer = keras.initializers.GlorotUniform(seed=_kernel_seed(seed, 0))
+    outputs = keras.layers.Dense(1, kernel_initializer=initializer, name=OUTPUT_LAYER)(hidden)
     return keras.Model(inputs, outputs, name="relu" if run.op is None else f"{run.spec.key}_{run.gradient}")
 
 
@@ -240,11 +260,16 @@ class _ChunkTrainer(keras.Model):
         mask = np.arange(self._batches * self._batch_size) < n
         self._batch_weights = tf.constant(mask.reshape(self._batches, self._batch_size, 1).astype(np.float32))
         # a plain tf.Variable in a list: not a Keras weight, invisible to the optimiser
-        self._records = [tf.Variable(tf.zeros((MAX_EPOCHS, len(_RECORD_FIELDS))), trainable=False)]
         first = net.get_layer(FIRST_HIDDEN)
         variable_ids = [id(v) for v in net.trainable_variables]
         self._kernel_index = variable_ids.index(id(first.kernel))
         self._bias_index = variable_ids.index(id(first.bias))
+        hidden = [layer for layer in net.layers if layer.name.startswith("dense_")]
+        kernels = [net.get_layer(f"dense_{layer}").kernel for layer in range(1, len(hidden) + 1)]
+        kernels.append(net.get_layer(OUTPUT_LAYER).kernel)
+        self._layer_kernel_indices = [variable_ids.index(id(kernel)) for kernel in kernels]
+        self.record_fields = (*_RECORD_FIELDS, *layer_norm_columns(len(hidden)))
+        self._records = [tf.Variable(tf.zeros((MAX_EPOCHS, len(self.record_fields))), trainable=False)]
         self.built = True
 
     @property
@@ -289,7 +314,8 @@ class _ChunkTrainer(keras.Model):
         kernel_grad, bias_grad = grads[self._kernel_index], grads[self._bias_index]
         unit_alive = tf.logical_or(tf.reduce_any(kernel_grad != 0.0, axis=0), bias_grad != 0.0)
         dead_fraction = 1.0 - tf.reduce_mean(tf.cast(unit_alive, tf.float32))
-        row = tf.stack([loss, accuracy, tf.norm(kernel_grad), dead_fraction])
+        layer_norms = [tf.norm(grads[index]) for index in self._layer_kernel_indices]
+        row = tf.stack([loss, accuracy, tf.norm(kernel_grad), dead_fraction, *layer_norms])
         self.records.scatter_nd_update(tf.reshape(epoch, [1, 1]), row[None, :])
 
     def _epoch(self, epoch, order, variables):
@@ -365,7 +391,7 @@ class _StreamEpochs(keras.callbacks.Callback):
         records = state.trainer.records.numpy()[self._first_epoch : self._first_epoch + self._count]
         for offset, values in enumerate(records):
             row = {"epoch": self._first_epoch + offset + 1}
-            row.update({name: float(value) for name, value in zip(_RECORD_FIELDS, values, strict=True)})
+            row.update({name: float(value) for name, value in zip(state.trainer.record_fields, values, strict=True)})
             if not self._session.dataset.is_classification:
                 del row["accuracy"]
             state.rows.append(row)
@@ -639,6 +665,7 @@ class Session:
             *(["accuracy"] if self.dataset.is_classification else []),
             "grad_norm",
             "dead_fraction",
+            *layer_norm_columns(self.depth),
         ]
         history = pd.DataFrame(state.rows, columns=columns).astype({"epoch": "int64"})
         status = state.status

@@ -6,6 +6,7 @@ figure, and prediction panels share one colour scale so runs compare at a glance
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -161,3 +162,87 @@ def _curves(fig: go.Figure, predictions: Sequence[GridPrediction], dataset: Data
             **cell,
         )
         fig.update_yaxes(range=[low - margin, high + margin], **cell)
+
+
+LAYER_SNAPSHOTS = 5  # epochs drawn per run in the gradient-flow figure: the first, then evenly spaced
+SNAPSHOT_COLOURS = ("#1F2430", "#3B528B", "#21918C", "#5EC962", "#E0B000")  # dark = early, yellow = latest
+MAX_PANELS_PER_ROW = 3
+
+
+def snapshot_epochs(last_epoch: int, count: int = LAYER_SNAPSHOTS) -> list[int]:
+    """Epoch 1 (the weights at initialisation) and ``count - 1`` evenly spaced epochs up to ``last_epoch``."""
+    if last_epoch < 1:
+        return []
+    spaced = (max(1, round(last_epoch * k / (count - 1))) for k in range(1, count))
+    return sorted({1, *spaced})
+
+
+def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
+    """Gradient flow through depth, one panel per run: the kernel gradient norm of every layer (hidden
+    layers 1..D, then the output layer) against its index, log scale, at epoch 1 (initialisation:
+    history rows describe the weights an epoch starts from) and at evenly spaced epochs up to ``epoch``
+    (default: the latest epoch of any run). One colour per epoch, the same in every panel, so the
+    legend names each once. A run that stopped earlier (diverged) draws only the epochs it reached.
+    A zero norm (no gradient, e.g. the true gradient of a step) cannot sit on a log axis: it is a gap
+    in the line, named in the hover text."""
+    if len(histories) != len(labels):
+        raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
+    latest = max((int(h["epoch"].iloc[-1]) for h in histories if len(h)), default=0)
+    epochs = snapshot_epochs(latest if epoch is None else min(int(epoch), latest))
+    columns_of = [[c for c in h.columns if c.startswith("grad_norm_")] for h in histories]
+    panels = max(1, len(histories))
+    per_row = min(MAX_PANELS_PER_ROW, panels)
+    rows = math.ceil(panels / per_row)
+    titles = [f"<span style='color:{run_colour(i)}'>■</span> {label}" for i, label in enumerate(labels)]
+    fig = make_subplots(
+        rows=rows, cols=per_row, subplot_titles=titles or None, shared_yaxes="all",
+        horizontal_spacing=0.04, vertical_spacing=0.18 if rows > 1 else 0.1,
+    )
+    shown_in_legend: set[int] = set()
+    for index, (history, label, columns) in enumerate(zip(histories, labels, columns_of, strict=True)):
+        if not len(history) or not columns:
+            continue
+        names = [c.removeprefix("grad_norm_") for c in columns]
+        row, col = divmod(index, per_row)
+        reached = history["epoch"].to_numpy()
+        for order, when in enumerate(epochs):
+            if when > reached[-1]:
+                break
+            values = history.loc[history["epoch"] == when, columns]
+            if not len(values):
+                continue
+            norms = values.iloc[0].to_numpy(dtype=float)
+            name = "epoch 1 (initialisation)" if when == 1 else f"epoch {when}"
+            hover = [
+                f"{label}, {name}<br>layer {n}: " + (f"{v:.3g}" if v > 0 else "0 (no gradient)")
+                for n, v in zip(names, norms, strict=True)
+            ]
+            fig.add_trace(
+                go.Scatter(
+                    x=names,
+                    y=np.where(norms > 0, norms, np.nan),
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=order not in shown_in_legend,
+                    line={"color": SNAPSHOT_COLOURS[order % len(SNAPSHOT_COLOURS)], "width": 2.5 if when == 1 else 1.5,
+                          "dash": "solid" if when == 1 else "dot"},
+                    marker={"size": 6},
+                    text=hover,
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=row + 1,
+                col=col + 1,
+            )
+            shown_in_legend.add(order)
+    fig.update_layout(
+        template=TEMPLATE,
+        height=300 * rows + 80,
+        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        legend={"orientation": "h", "y": -0.12 if rows > 1 else -0.25, "title": {"text": "colour = epoch "}},
+        uirevision="layers",
+    )
+    fig.update_xaxes(type="category", title_text="layer (1 = first hidden)")
+    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_yaxes(title_text="kernel gradient norm", col=1)
+    return fig

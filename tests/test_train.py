@@ -4,6 +4,7 @@ References are NumPy re-implementations of the network, its loss and its surroga
 """
 
 
+import keras
 import numpy as np
 import pandas as pd
 import pytest
@@ -141,10 +142,62 @@ def test_first_history_row_matches_numpy_on_the_full_data(fair):
         assert row["epoch"] == 1
         assert row["loss"] == pytest.approx(bce_with_logits(logits[:, 0], y), rel=1e-5)
         assert row["accuracy"] == pytest.approx(np.mean((logits[:, 0] > 0) == (y > 0.5)), abs=1e-6)
-        kernel_grad = bce_gradients(weights, x, y, activation, surrogate)[0]
+        kernel_grad, _, output_grad, _ = bce_gradients(weights, x, y, activation, surrogate)
         assert row["grad_norm"] == pytest.approx(np.linalg.norm(kernel_grad), rel=1e-4, abs=1e-12)
+        assert row["grad_norm_1"] == row["grad_norm"]  # the same first-layer norm, as a layer column
+        assert row["grad_norm_output"] == pytest.approx(np.linalg.norm(output_grad), rel=1e-4)
     assert results[0].history["dead_fraction"].iloc[0] == 0.0  # atan's surrogate is positive everywhere
-    assert list(results[0].history.columns) == ["epoch", "loss", "accuracy", "grad_norm", "dead_fraction"]
+    assert list(results[0].history.columns) == [
+        "epoch", "loss", "accuracy", "grad_norm", "dead_fraction", "grad_norm_1", "grad_norm_output"
+    ]
+
+
+def two_layer_gradients(weights, x, y, surrogate):
+    """Mean BCE kernel gradients of Input -> Dense -> step -> Dense -> step -> Dense(1), by hand:
+    dz = (s(z) - y)/n; dW3 = a2' dz; dh2 = (dz W3') * g(h2); dW2 = a1' dh2; dh1 = (dh2 W2') * g(h1); dW1 = x' dh1."""
+    w1, b1, w2, b2, w3, b3 = (np.asarray(w, np.float64) for w in weights)
+    h1 = x @ w1 + b1
+    a1 = heaviside(h1)
+    h2 = a1 @ w2 + b2
+    a2 = heaviside(h2)
+    dz = (sigmoid(a2 @ w3 + b3) - y[:, None]) / len(y)
+    dh2 = (dz @ w3.T) * surrogate(h2)
+    dh1 = (dh2 @ w2.T) * surrogate(h1)
+    return x.T @ dh1, a1.T @ dh2, a2.T @ dz
+
+
+def test_per_layer_gradient_norms_equal_a_hand_computed_backward_pass():
+    session = train.Session("moons", [train.Run("atan"), train.Run("atan", gradient="true")], depth=2, width=5, seed=2)
+    custom, true = session.step(1)
+    x, y = session.dataset.x.astype(np.float64), session.dataset.y.astype(np.float64)
+    row = custom.history.iloc[0]
+    assert list(row.index[-3:]) == ["grad_norm_1", "grad_norm_2", "grad_norm_output"]
+    expected = [np.linalg.norm(g) for g in two_layer_gradients(session.initial_weights, x, y, atan_surrogate)]
+    got = [row["grad_norm_1"], row["grad_norm_2"], row["grad_norm_output"]]
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+    assert abs(expected[0] - expected[1]) > 1e-2 * expected[1]  # distinct values: swapped columns would fail
+    # true gradient of the step: nothing reaches either hidden kernel; the output layer still learns
+    zero = [np.linalg.norm(g) for g in two_layer_gradients(session.initial_weights, x, y, np.zeros_like)]
+    first = true.history.iloc[0]
+    assert (first["grad_norm_1"], first["grad_norm_2"]) == (0.0, 0.0) == (zero[0], zero[1])
+    assert first["grad_norm_output"] == pytest.approx(zero[2], rel=1e-4) and zero[2] > 0
+
+
+def test_networks_of_depth_up_to_three_keep_their_initial_weights_and_deeper_layers_get_new_seeds():
+    """Raising MAX_DEPTH did not move the weights of the networks the page trained before (seed s,
+    layer l: GlorotUniform(seed = 4 s + l), l = 0 the output layer)."""
+    for seed, depth in ((0, 1), (3, 3)):
+        weights = train.build_model(2, None, width=8, depth=depth, seed=seed).get_weights()
+        for layer in range(1, depth + 1):
+            fan_in = 2 if layer == 1 else 8
+            expected = keras.initializers.GlorotUniform(seed=4 * seed + layer)((fan_in, 8))
+            np.testing.assert_array_equal(weights[2 * (layer - 1)], expected)
+        np.testing.assert_array_equal(weights[-2], keras.initializers.GlorotUniform(seed=4 * seed)((8, 1)))
+    deep = train.build_model(2, None, width=8, depth=6, seed=0).get_weights()
+    square = [deep[2 * index] for index in range(1, 6)]  # kernels of hidden layers 2..6
+    assert all(not np.array_equal(a, b) for i, a in enumerate(square) for b in square[i + 1 :])
+    shifted = train.build_model(2, None, width=8, depth=6, seed=1).get_weights()  # layer 5 of seed 0 vs layer 1 of seed 1
+    assert not any(np.array_equal(deep[2 * 4], shifted[2 * index]) for index in range(1, 6))
 
 
 @pytest.mark.parametrize("run_index", [2, 3], ids=["ste_sign-true", "fast_sigmoid-true"])
@@ -205,7 +258,7 @@ def test_regression_fits_the_square_and_grid_follows_the_model():
     data = tasks.make("square", n=512, noise=0.0, seed=0)
     result = train.compare(data, [train.Run(None)], epochs=300, learning_rate=0.03)[0]
     history = result.history
-    assert list(history.columns) == ["epoch", "loss", "grad_norm", "dead_fraction"]
+    assert list(history.columns) == ["epoch", "loss", "grad_norm", "dead_fraction", "grad_norm_1", "grad_norm_output"]
     assert history["loss"].iloc[-1] < 0.01 and history["loss"].iloc[-1] < 0.1 * history["loss"].iloc[0]
     grid = train.predict_grid(result.model, data, resolution=50)
     assert grid.y is None and grid.values.shape == (50,)

@@ -4,6 +4,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.shown import shown
+
 TIMEOUT = 120
 
 
@@ -107,5 +109,74 @@ def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     app.session_state["train.running"] = False
     app.run()
     assert not app.exception
-    assert [s.value for s in app.subheader] == ["Results", "Decision boundaries"]
+    assert [s.value for s in app.subheader] == ["Gradient flow through depth", "Results", "Decision boundaries"]
     assert app.dataframe[-1].value["epochs"].tolist() == [3, 3]
+
+
+# -- presets ------------------------------------------------------------------------------------
+def _markdown(app: AppTest) -> str:
+    return "\n".join(m.value for m in app.markdown)
+
+
+def _preset_app(key: str) -> AppTest:
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    app.query_params["preset"] = key
+    return app.run()
+
+
+# (preset, what "This run shows" must state, in numbers)
+PRESET_NUMBERS = {
+    "yin2019": r"ReLU STE ends at loss \*\*0\.4000\*\*.*w flips at step 27.*reaches \*\*1\.\d{3}\*\*",
+    "dann": r"target accuracy \*\*0\.\d{3} ± 0\.\d{3}\*\* with gradient reversal against \*\*0\.\d{3} ± 0\.\d{3}\*\* "
+    r"without, mean ± std over 10 seeds; reversal is better in \d+ of 10 seeds",
+    "zenke2021": r"every shaped surrogate reaches \*\*0\.\d{3} to [01]\.\d{3}\*\*.*the true gradient \*\*0\.\d{3}\*\*",
+    "depth": r"at initialisation sigmoid \(custom, slope=1\): \*\*0\.000\d+\*\* \(×0\.\d+ per layer\), "
+    r"sigmoid \(custom, slope=10\): \*\*0\.\d+\*\* \(×0\.\d+ per layer\), "
+    r"sigmoid \(custom, slope=100\): \*\*\d+\.\d+\*\* \(×1\.\d+ per layer\); at epoch 200: ",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", list(PRESET_NUMBERS))
+def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_numbers(key):
+    import re
+
+    from explorer import presets
+
+    preset = presets.get(key)
+    app = _preset_app(key)
+    if preset.live:  # the depth preset trains on the page: let it finish
+        assert app.session_state["train.running"]
+        app = _finish(app, limit=400)
+    assert not app.exception, app.exception
+    assert app.selectbox(key="train.preset").value == key and app.query_params["preset"] == key
+    setup = preset.setup
+    assert app.slider(key="train.depth").value == setup.depth and app.selectbox(key="train.task").value == setup.task
+    assert app.number_input(key="train.epochs").value == setup.epochs
+    text = _markdown(app)
+    assert preset.claim in text and preset.reference in text
+    assert re.search(PRESET_NUMBERS[key], text, flags=re.S), text
+    if key == "yin2019":  # the Monte-Carlo check of the closed forms, on demand
+        app.toggle(key="train.yin_monte_carlo").set_value(True).run()
+        assert not app.exception
+        captions = " ".join(c.value for c in app.caption)
+        worst = re.search(r"largest \|monte carlo - closed form\| = ([0-9.]+) standard errors", captions)
+        assert worst and float(worst.group(1)) < 5, captions
+        assert any(len(frame.value) == 3 * 14 for frame in app.dataframe)  # 4 + 10 parameters per STE
+    if preset.live:  # the numbers come from this session: 200 epochs of the preset's three runs
+        assert app.session_state["train.session"].epoch == setup.epochs
+        assert [s.value for s in app.subheader][-3:] == ["Gradient flow through depth", "Results", "Decision boundaries"]
+
+
+def test_unknown_url_preset_gives_a_notice_and_keeps_everything():
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.epochs").set_value(7).run()
+    app.query_params["preset"] = "<b>nope</b>"
+    app.run()
+    assert not app.exception
+    assert any("Unknown preset '<b>nope</b>'" in shown(w) and "yin2019" in shown(w) for w in app.warning)
+    assert app.number_input(key="train.epochs").value == 7  # nothing lost
+    assert app.selectbox(key="train.preset").value == "" and "preset" not in app.query_params  # the default view
+    app.selectbox(key="train.preset").set_value("yin2019").run()  # the next valid choice works
+    assert not app.exception and app.query_params["preset"] == "yin2019"
+    assert not any("Unknown preset" in w.value for w in app.warning)

@@ -15,6 +15,14 @@ Two rules keep the page right under load (several users, slow reruns):
   page still asks for a full rerun (to re-enable the buttons and stop the timer), but the results
   no longer depend on that rerun reaching the browser: a timer tick that lands after it draws
   them too.
+
+Presets (``explorer.presets``, also ``/train?preset=<key>``) set every control through the widgets'
+session-state keys before the widgets render; a live preset (``depth``) then starts its session like
+Start does, the others run their preset function (cached once per server, see the note above
+``_yin``) and show its tables and figures. The preset's box is filled after the controls are drawn,
+so the page is usable while a preset computes. The URL is read for ``preset`` only
+(:func:`explorer.state.preset_from_query`); an unknown value gives a notice, keeps every control and
+run, and is dropped from the URL.
 """
 
 from __future__ import annotations
@@ -25,13 +33,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ops
+from explorer import preset_figures, presets, tasks, train
 from explorer import state as url_state
-from explorer import tasks, train
-from explorer.train_figures import loss_figure, prediction_figure, run_colour
+from explorer.train_figures import layer_norm_figure, loss_figure, prediction_figure, run_colour
 from explorer.ui.widgets import literal
 
 SESSION_KEY = "train.session"
@@ -41,6 +50,14 @@ TARGET_KEY = "train.target_epochs"
 ERROR_KEY = "train.error"
 REQUEST_KEY = "train.request"  # "start" or "step", set by a button's callback, done by the page body
 PREDICTIONS_KEY = "train.predictions"  # (session id, epoch, predictions): drawn once per finished state
+PRESET_KEY = "train.preset"  # the preset selectbox ("" = none)
+URL_PRESET_KEY = "train.url_preset"  # the ?preset= value already acted on, so a rerun does not re-apply it
+PRESET_NOTICE_KEY = "train.preset_notice"
+YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
+MONTE_CARLO_KEY = "train.yin_monte_carlo"
+YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
+RUNS_FROM_PRESET_KEY = "train.runs_from_preset"  # the next render keeps the runs a preset just set
+DEFAULT_SETUP = presets.TrainSetup()
 TICK_SECONDS = 0.5
 TRAIN_SECONDS_PER_TICK = 0.25  # shared by everyone training at once: the server stays responsive
 MAX_RUNS = 6
@@ -120,36 +137,62 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
     return runs, problems
 
 
+def _control_values(setup: presets.TrainSetup) -> dict:
+    """Widget key -> value for every sidebar control of ``setup``."""
+    return {
+        "train.task": setup.task,
+        "train.n": int(setup.n),
+        "train.noise": float(setup.noise),
+        "train.width": int(setup.width),
+        "train.depth": int(setup.depth),
+        "train.optimizer": setup.optimizer,
+        "train.lr": float(setup.learning_rate),
+        "train.full_batch": setup.batch_size is None,
+        "train.batch_size": int(setup.batch_size or 64),
+        "train.epochs": int(setup.epochs),
+        "train.seed": int(setup.seed),
+    }
+
+
+def _config_of(setup: presets.TrainSetup) -> TrainConfig:
+    """The session config the controls give once ``setup`` is applied: its runs go through the runs
+    table as the page reads them, so the two compare equal."""
+    runs, _ = _runs_from_table(_runs_table(setup.runs), None)
+    return TrainConfig(
+        task=setup.task, n=setup.n, noise=setup.noise, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
+        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed, runs=tuple(runs),
+    )
+
+
+def _seed_controls() -> None:
+    """Default values of the sidebar widgets, set through session state (the widgets take no ``value=``),
+    so that a preset can set them too without Streamlit's "default value and Session State" warning."""
+    for key, value in _control_values(DEFAULT_SETUP).items():
+        st.session_state.setdefault(key, value)
+
+
 def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str], int]:
+    _seed_controls()
     with st.sidebar:
         st.header("Data")
         task = st.selectbox("Task", tasks.names(), format_func=lambda name: tasks.get(name).title, key="train.task")
         st.caption(tasks.get(task).description)
-        n = st.number_input(
-            "Points", min_value=tasks.MIN_POINTS, max_value=tasks.MAX_POINTS, value=tasks.DEFAULT_POINTS, step=64, key="train.n"
-        )
-        noise = st.slider("Noise", 0.0, tasks.MAX_NOISE, tasks.DEFAULT_NOISE, 0.01, key="train.noise")
+        n = st.number_input("Points", min_value=tasks.MIN_POINTS, max_value=tasks.MAX_POINTS, step=64, key="train.n")
+        noise = st.slider("Noise", 0.0, tasks.MAX_NOISE, step=0.01, key="train.noise")
         st.header("Model")
-        width = st.slider("Hidden width", 1, train.MAX_WIDTH, train.DEFAULT_WIDTH, key="train.width")
-        depth = st.slider("Hidden layers", 1, train.MAX_DEPTH, 1, key="train.depth")
+        width = st.slider("Hidden width", 1, train.MAX_WIDTH, key="train.width")
+        depth = st.slider("Hidden layers", 1, train.MAX_DEPTH, key="train.depth")
         st.header("Optimiser")
         optimizer = st.selectbox(
             "Optimiser", list(train.OPTIMIZERS), format_func=lambda name: OPTIMIZER_LABELS.get(name, name), key="train.optimizer"
         )
         learning_rate = st.number_input(
-            "Learning rate",
-            min_value=1e-6,
-            max_value=train.MAX_LEARNING_RATE,
-            value=train.DEFAULT_LEARNING_RATE,
-            format="%g",
-            key="train.lr",
+            "Learning rate", min_value=1e-6, max_value=train.MAX_LEARNING_RATE, format="%g", key="train.lr"
         )
-        full_batch = st.toggle("Full batch", value=True, key="train.full_batch")
-        batch_size = None if full_batch else st.number_input("Batch size", 1, tasks.MAX_POINTS, 64, key="train.batch_size")
-        epochs = st.number_input(
-            "Epochs", min_value=1, max_value=train.MAX_EPOCHS, value=train.DEFAULT_EPOCHS, step=50, key="train.epochs"
-        )
-        seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, key="train.seed")
+        full_batch = st.toggle("Full batch", key="train.full_batch")
+        batch_size = None if full_batch else st.number_input("Batch size", 1, tasks.MAX_POINTS, key="train.batch_size")
+        epochs = st.number_input("Epochs", min_value=1, max_value=train.MAX_EPOCHS, step=50, key="train.epochs")
+        seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, key="train.seed")
 
     st.subheader("Runs to compare")
     st.caption(
@@ -159,7 +202,7 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         "op, because a custom gradient changes nothing when nothing upstream of it trains."
     )
     options = ops.names() + ([user_op.key] if user_op is not None else [])
-    if "train.runs_table" not in st.session_state:
+    if "train.runs_table" not in st.session_state and not st.session_state.pop(RUNS_FROM_PRESET_KEY, False):
         st.session_state["train.runs_seed"] = _default_runs()
     table = st.data_editor(
         st.session_state["train.runs_seed"],
@@ -340,10 +383,70 @@ def _training_view() -> None:
         loss_figure([r.history for r in results], [r.run.label for r in results], log_y=log_y),
         key="train.loss_chart",
     )
+    _gradient_flow_view(results, epoch)
     if was_running and not running:
         st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
     if not running and epoch > 0:
         _results_view(session, epoch, results)
+
+
+def _ratio(value: float) -> str:
+    if math.isnan(value):
+        return "no gradient in the last layer"
+    return "0 (no gradient reaches layer 1)" if value == 0 else f"{value:.3g}"
+
+
+RATIO_LATEX = r"$\lVert \nabla_{W_1} L \rVert \,/\, \lVert \nabla_{W_D} L \rVert$"
+
+
+def _preset_session(key: str) -> train.Session | None:
+    """The current session if it is exactly preset ``key``'s setup (the user has not changed a control)."""
+    session = st.session_state.get(SESSION_KEY)
+    if session is None or st.session_state.get(CONFIG_KEY) != _config_of(presets.get(key).setup):
+        return None
+    return session
+
+
+def _depth_sentence(table: pd.DataFrame) -> str:
+    """What the depth preset's run shows: the measured first / last hidden-layer ratio per scale."""
+    def per_layer(ratio: float, depth: int) -> str:
+        return f" (×{ratio ** (1 / (depth - 1)):.2g} per layer)" if ratio > 0 and depth > 1 else ""
+
+    at_init = ", ".join(
+        f"{row['run']}: **{_ratio(row['first/last at init'])}**{per_layer(row['first/last at init'], row['depth'])}"
+        for row in table.to_dict("records")
+    )
+    later = ", ".join(f"{row['run']}: {_ratio(row['first/last at now'])}" for row in table.to_dict("records"))
+    epoch = int(table["epoch"].max())
+    return (
+        f"**This run shows** ({int(table['depth'].iloc[0])} hidden layers, ratio {RATIO_LATEX} of the first to the last "
+        f"hidden layer's kernel gradient norm; below 1 the gradient shrinks on its way down, above 1 it grows, "
+        f"by about the same factor per layer, so more depth means more of it): "
+        f"at initialisation {at_init}; at epoch {epoch}: {later}."
+    )
+
+
+def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
+    """Kernel gradient norm of every layer, per run, at initialisation and over training; for deep nets
+    the measured first/last ratio (live: the depth preset's box states it once training is over)."""
+    if epoch == 0:
+        return
+    st.subheader("Gradient flow through depth")
+    table = presets.gradient_flow_table(results)
+    if len(table) and int(table["depth"].iloc[0]) > 1:
+        ratios = "; ".join(
+            f"{row['run']}: {_ratio(row['first/last at init'])} at initialisation, "
+            f"{_ratio(row['first/last at now'])} at epoch {row['epoch']}"
+            for row in table.to_dict("records")
+        )
+        st.markdown(f"**First / last hidden layer**, {RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
+    st.plotly_chart(
+        layer_norm_figure([r.history for r in results], [r.run.label for r in results]), key="train.layer_chart"
+    )
+    st.caption(
+        "One panel per run; each line is one epoch (the legend gives the colour of each), solid at initialisation. "
+        "A layer with exactly zero gradient cannot sit on the log scale: its point is left out (hover names it)."
+    )
 
 
 def _predictions(session: train.Session, epoch: int, results: list[train.RunResult]) -> list[train.GridPrediction]:
@@ -385,12 +488,247 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
     )
 
 
+# -- presets ------------------------------------------------------------------------------------
+def _runs_table(runs: tuple[train.Run, ...]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "op": [run.spec.key for run in runs],
+            "gradient": [run.gradient for run in runs],
+            "params": [", ".join(f"{name}={value:g}" for name, value in run.params.items() if value != run.spec.defaults()[name]) for run in runs],
+        }
+    )
+
+
+def _apply_preset(key: str) -> None:
+    """Set every control to the preset's values (before the widgets render) and, for a live preset,
+    ask for Start: the page body carries it out with these controls (see :func:`_carry_out`)."""
+    preset = presets.get(key)
+    for widget, value in _control_values(preset.setup).items():
+        st.session_state[widget] = value
+    st.session_state["train.runs_seed"] = _runs_table(preset.setup.runs) if preset.setup.runs else _default_runs()
+    st.session_state.pop("train.runs_table", None)  # the editor starts again from the seed rows
+    st.session_state[RUNS_FROM_PRESET_KEY] = bool(preset.setup.runs)
+    st.session_state[YIN_STEPS_KEY], st.session_state[YIN_LR_KEY] = 3000, 0.1
+    st.session_state[MONTE_CARLO_KEY] = False
+    st.session_state[PRESET_KEY] = key
+    st.session_state[PRESET_NOTICE_KEY] = None
+    _on_reset()
+    if preset.live:
+        st.session_state[REQUEST_KEY] = "start"
+
+
+def _preset_from_url() -> None:
+    """Act on ``?preset=`` once per value: apply a known preset; for any other value keep every control
+    and run as it is, remember a notice and drop the value from the URL (as the explore page rewrites
+    its URL to the state it shows)."""
+    values = st.query_params.get_all(url_state.PRESET_URL_KEY)
+    raw = values[-1] if values else None
+    if raw is None or raw == st.session_state.get(URL_PRESET_KEY):
+        return
+    st.session_state[URL_PRESET_KEY] = raw
+    key, notices = url_state.preset_from_query({url_state.PRESET_URL_KEY: values}, presets.names())
+    if key is not None:
+        _apply_preset(key)
+        return
+    st.session_state[PRESET_NOTICE_KEY] = " ".join(notices)
+    current = st.session_state.get(PRESET_KEY) or ""
+    if current:
+        st.query_params[url_state.PRESET_URL_KEY] = current
+        st.session_state[URL_PRESET_KEY] = current
+    else:
+        del st.query_params[url_state.PRESET_URL_KEY]
+
+
+def _on_preset_change() -> None:
+    key = st.session_state.get(PRESET_KEY) or ""
+    st.session_state[URL_PRESET_KEY] = key or None
+    if key:
+        _apply_preset(key)
+        st.query_params["preset"] = key
+    else:
+        st.query_params.pop("preset", None)
+        st.session_state[PRESET_NOTICE_KEY] = None
+
+
+# Caching: st.cache_data, not st.cache_resource. The results are small DataFrames (at most a few
+# thousand rows), so the pickled copy each session gets costs milliseconds, and no session can
+# change another's table by accident. Each is computed once per server process and argument set;
+# Streamlit holds a per-key lock while it computes, so a second visitor waits for that one
+# computation instead of starting another on the same two cores.
+@st.cache_data(show_spinner="Coarse gradient descent, closed form…", max_entries=16)
+def _yin(steps: int, lr: float) -> dict[str, pd.DataFrame]:
+    return {ste: presets.yin2019(ste, steps=steps, lr=lr) for ste in presets.STES}
+
+
+@st.cache_data(show_spinner=False, max_entries=1)
+def _yin_sweep() -> pd.DataFrame:
+    return presets.yin2019_loss_sweep()
+
+
+@st.cache_data(show_spinner="Sampling 100,000 inputs per STE…", max_entries=1)
+def _yin_monte_carlo() -> pd.DataFrame:
+    v, w = np.array([0.6, -0.4, 0.9, -1.1]), np.zeros(presets.YIN_INPUT)
+    w[:3] = (-0.4, 0.5, 0.3)  # |w| ~ 0.7 (the clipped ReLU's window matters), theta ~ 2.2
+    frames = [presets.yin2019_monte_carlo(ste, v, w).assign(ste=ste) for ste in presets.STES]
+    return pd.concat(frames, ignore_index=True)
+
+
+@st.cache_data(show_spinner="Training 10 seeds x 2 networks…", max_entries=1)
+def _dann() -> pd.DataFrame:
+    return presets.dann()
+
+
+@st.cache_data(show_spinner="Training one network per surrogate and steepness…", max_entries=1)
+def _shape_scale() -> pd.DataFrame:
+    return presets.shape_scale()
+
+
+def _preset_header(preset: presets.Preset) -> None:
+    st.subheader(preset.title)
+    st.markdown(f"**The paper's claim.** {preset.claim}\n\n**Reference.** {preset.reference}")
+
+
+def _yin_view() -> None:
+    col_steps, col_lr = st.columns(2)
+    steps = col_steps.number_input(
+        "Steps", min_value=1, max_value=YIN_PAGE_MAX_STEPS, step=500, key=YIN_STEPS_KEY,
+        help=f"at most {YIN_PAGE_MAX_STEPS:,} here (about a second): the steps are a Python loop",
+    )
+    lr = col_lr.number_input("Learning rate", min_value=1e-4, max_value=10.0, format="%g", key=YIN_LR_KEY)
+    histories = _yin(int(steps), float(lr))
+    summary = presets.yin2019_summary(histories)
+    rows = summary.set_index("ste").to_dict("index")
+    identity = rows["identity"]
+    flip_step = identity["w flips at step"]
+    flip = "w does not flip" if pd.isna(flip_step) else f"w flips at step {int(flip_step)}"
+    st.markdown(
+        r"Model $y = v^\top \sigma(Zw)$, $\sigma(x) = \mathbb{1}\{x > 0\}$, $Z \in \mathbb{R}^{4 \times 10}$ with "
+        r"i.i.d. $\mathcal{N}(0, 1)$ entries, teacher $v^* = (1, 1, 1, -1)$, $w^* = e_1$; $v$ follows its exact "
+        r"expected gradient, $w$ the expected coarse gradient of each STE (closed forms, Lemmas 4 and 7)."
+    )
+    st.markdown(
+        r"**This run shows** (from $v = (-0.2, -0.2, -0.2, 1.8)$, $w = -w^*$, "
+        f"loss {identity['start loss']:.3f}; "
+        f"{int(steps):,} steps, learning rate {float(lr):g}): ReLU STE ends at loss **{rows['relu']['final loss']:.4f}**, "
+        f"clipped ReLU at **{rows['clipped_relu']['final loss']:.4f}**. Identity STE: {flip}, the loss reaches "
+        f"**{identity['highest loss']:.3f}**, and it does not settle (final loss {identity['final loss']:.3f})."
+    )
+    st.dataframe(
+        summary.assign(**{"w flips at step": summary["w flips at step"].map(lambda v: "never" if pd.isna(v) else f"{int(v)}")}),
+        hide_index=True,
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
+    )
+    st.plotly_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
+    sweep = _yin_sweep()
+    singular = sweep.loc[sweep["singular"], "theta"].tolist()
+    st.markdown(
+        r"The loss over $\theta$ from Lemma 1, and TensorFlow's autodiff of it in $w$ through "
+        r"$\theta = \arccos\big(w^\top w^* / (\lVert w \rVert \lVert w^* \rVert)\big)$: "
+        f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
+        "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
+    )
+    st.plotly_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
+    if st.toggle("Check the closed forms against a TensorFlow @tf.custom_gradient STE (Monte Carlo)", key=MONTE_CARLO_KEY):
+        check = _yin_monte_carlo()
+        worst = float(check["z"].abs().max())
+        st.caption(f"100,000 sampled Z per STE; largest |monte carlo - closed form| = {worst:.2f} standard errors.")
+        st.dataframe(check, hide_index=True)
+
+
+def _dann_view() -> None:
+    per_seed = _dann()
+    summary = presets.dann_summary(per_seed)
+    with_reversal, without = summary.iloc[0], summary.iloc[1]
+    st.markdown(
+        f"**This run shows** (two moons, target rotated {presets.DANN_ROTATION:g}°, {presets.DANN_POINTS} points per domain, "
+        f"noise {presets.DANN_NOISE:g}, {presets.DANN_HIDDEN} sigmoid units, "
+        r"$\lambda_p = \frac{2}{1 + e^{-10p}} - 1$ at training progress $p$): target accuracy "
+        f"**{with_reversal['mean target accuracy']:.3f} ± {with_reversal['std']:.3f}** with gradient reversal against "
+        f"**{without['mean target accuracy']:.3f} ± {without['std']:.3f}** without, mean ± std over {int(with_reversal['seeds'])} "
+        f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
+    )
+    st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean target accuracy", "std", "min", "max")})
+    st.plotly_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
+    with st.expander("Every seed"):
+        st.dataframe(per_seed, hide_index=True)
+
+
+def _shape_scale_view() -> None:
+    results = _shape_scale()
+    shaped = results[results["steepness"].notna()]
+    identity = results.loc[results["surrogate"] == "identity STE", "accuracy"].iloc[0]
+    true = results.loc[results["surrogate"] == "true gradient", "accuracy"].iloc[0]
+    st.markdown(
+        f"**This run shows** (one Heaviside layer of 16 units, noisy moons, Adam, {presets.SHAPE_SCALE_EPOCHS} epochs, same "
+        f"initial weights): every shaped surrogate reaches **{shaped['accuracy'].min():.3f} to {shaped['accuracy'].max():.3f}** "
+        f"over steepness {', '.join(f'{v:g}' for v in sorted(shaped['steepness'].unique()))}; the identity STE "
+        f"**{identity:.3f}**; the true gradient **{true:.3f}** (no gradient reaches the hidden layer: only the output "
+        "layer learns). With Adam the gradient's overall size is normalised away in this one-layer net; the depth "
+        "preset shows where scale bites."
+    )
+    table = presets.shape_scale_table(results)
+    st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
+    st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
+    st.plotly_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
+    with st.expander("Every run"):
+        st.dataframe(results, hide_index=True)
+
+
+def _depth_view() -> None:
+    session = _preset_session("depth")
+    epoch, results = session.snapshot() if session is not None else (0, [])
+    if epoch == 0:
+        st.markdown(
+            "**This run shows**: the three networks train below (press Start if they are not training); the "
+            "measured first / last layer ratios appear live under *Gradient flow through depth* from the first "
+            "epoch, and here once training stops."
+        )
+        return
+    st.markdown(_depth_sentence(presets.gradient_flow_table(results)))
+
+
+def _preset_view(key: str) -> None:
+    preset = presets.get(key)
+    with st.container(border=True):
+        _preset_header(preset)
+        if key == "yin2019":
+            _yin_view()
+        elif key == "dann":
+            _dann_view()
+        elif key == "zenke2021":
+            _shape_scale_view()
+        else:
+            _depth_view()
+        if not preset.live and preset.setup.runs:
+            st.caption("The controls below are set to a live version of this experiment: press **Start** to watch it train.")
+
+
+def _preset_selector() -> str:
+    options = ["", *presets.names()]
+    st.selectbox(
+        "Preset: a published result, reproduced live",
+        options,
+        format_func=lambda key: "none" if not key else presets.get(key).title,
+        key=PRESET_KEY,
+        on_change=_on_preset_change,
+        help="Each preset sets every control and shows the paper's claim beside what this run measures. "
+        "Also reachable by link: /train?preset=" + "|".join(presets.names()),
+    )
+    notice = st.session_state.get(PRESET_NOTICE_KEY)
+    if notice:
+        st.warning(literal(notice), icon="⚠️")
+    return st.session_state.get(PRESET_KEY) or ""
+
+
 def page() -> None:
     st.title("Train: what a gradient choice does to learning")
     st.caption(
         "Every run starts from the same initial weights and sees the same batches in the same order, "
         "so differences come from the gradient alone."
     )
+    _preset_from_url()
+    preset = _preset_selector()
+    preset_box = st.container()  # filled after the controls: they show while a preset computes
     user_op = _user_op()
     config, problems, epochs = _controls(user_op)
     for problem in problems:
@@ -416,6 +754,9 @@ def page() -> None:
 
     if st.session_state.get(ERROR_KEY):
         st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
+    if preset:
+        with preset_box:
+            _preset_view(preset)
     if st.session_state.get(SESSION_KEY) is None:
         st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
         return
