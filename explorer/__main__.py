@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 COMMANDS = {
-    "verify": ("explorer.verify", "run the gradient checker on every built-in op"),
+    "verify": ("explorer.verify", "run the gradient checker on the built-in ops, or on your code: verify TARGET..."),
     "bench": ("explorer.bench.speed", "measure speed against the targets"),
 }
 
