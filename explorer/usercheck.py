@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -429,7 +430,13 @@ def _gradient_after_reload(
     if want_grad is None:
         return _result(name, "fail", "the model's input gradient is None before export (see finite)")
     with tempfile.TemporaryDirectory() as directory:
-        reloaded = _export_and_reload(model, Path(directory))
+        try:
+            # TensorFlow prints the traceback of a gradient it cannot save to stderr: the check reports it
+            with contextlib.redirect_stderr(io.StringIO()):
+                reloaded = _export_and_reload(model, Path(directory))
+        except Exception as error:  # noqa: BLE001
+            cause = error.__cause__ or error
+            return _result(name, "fail", f"model.export raised {_explained(cause)}")
         got_y, got_grad = value_and_grad(reloaded.serve, x)
     if got_grad is None:
         return _result(
@@ -581,7 +588,7 @@ def check_keras_save(layer_class: type) -> Check:
     model = keras.Model(inputs, layer_class()(inputs))
     want_y, want_grad = value_and_grad(model, x)
     fix = (
-        f"{layer_class.__name__} is not registered: decorate it with @keras.saving.register_keras_serializable() "
+        f"not registered: decorate {layer_class.__name__} with @keras.saving.register_keras_serializable() "
         "(and give it get_config if __init__ takes arguments)"
     )
     with tempfile.TemporaryDirectory() as directory:
@@ -591,7 +598,8 @@ def check_keras_save(layer_class: type) -> Check:
             loaded = keras.saving.load_model(path)
         except Exception as error:  # noqa: BLE001
             if not _registered(layer_class):
-                return _result("keras_save", "warn", f"the .keras file does not load ({_error_text(error)}): {fix}")
+                first = _error_text(error).split(". ")[0]
+                return _result("keras_save", "warn", f"{fix}; its .keras file does not load ({first})")
             return _result("keras_save", "fail", f"the .keras file does not load: {_error_text(error)}")
     got_y, got_grad = value_and_grad(loaded, x)
     if not np.allclose(got_y.numpy(), want_y.numpy(), **COMPARE_TOLERANCE):

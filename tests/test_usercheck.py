@@ -366,3 +366,45 @@ def test_checker_rows_have_the_check_record_fields(examples_run):
     for row in examples_run[1].values():
         assert set(row) == {"op", "check", "level", "passed", "message"}
         assert row["level"] in verify.LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
+
+
+@pytest.mark.slow
+def test_a_gradient_that_cannot_be_saved_names_the_cause(examples_run):
+    row = rows_of(examples_run, "tanh_with_numpy_grad")["saved_model"]
+    assert row["level"] == "fail" and "model.export raised AttributeError" in row["message"]
+
+
+def test_verify_check_runs_the_user_checks_on_a_user_op(monkeypatch):
+    calls = []
+
+    def fake(spec, /, **params):
+        calls.append((spec.key, params))
+        return [verify.Check("finite", True, "ok")]
+
+    monkeypatch.setattr(usercheck, "check_function", fake)
+    spec = ops.from_function(exp_op)
+    assert verify.check(spec) == [verify.Check("finite", True, "ok")]
+    assert calls == [("exp_op", {})]
+
+
+def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
+    def function_checks(spec, /, **params):
+        return [verify.Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
+
+    def layer_checks(layer_class, functions=None, **kwargs):
+        assert [name for name, _ in functions] == ["square_with_scaled_grad"]
+        return [verify.Check("keras_save", True, "not registered", "warn")]
+
+    monkeypatch.setattr(usercheck, "check_function", function_checks)
+    monkeypatch.setattr(usercheck, "check_layer", layer_checks)
+    assert verify.main([str(EXAMPLES / "square.py")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["op", "check", "result", "message"]
+    assert lines[1].split()[:3] == ["square_with_scaled_grad", "vs_autodiff", "warn"]
+    assert lines[2].split()[:3] == ["CustomSquareLayer", "keras_save", "warn"]
+    assert lines[-1].startswith("2 op(s), 2 checks: 0 pass, 2 warn, 0 fail")
+
+
+def test_cli_refuses_targets_and_op_together(capsys):
+    assert verify.main([str(EXAMPLES), "--op", "atan"]) == 2
+    assert "not both" in capsys.readouterr().err
