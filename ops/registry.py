@@ -305,5 +305,7 @@ def get(key: str | OpSpec) -> OpSpec:
 
 
 def by_family() -> dict[str, list[OpSpec]]:
-    """Built-in ops grouped by family, families in :data:`FAMILIES` order."""
-    return {family: [s for s in _REGISTRY.values() if s.family == family] for family in FAMILIES}
+    """Built-in ops grouped by family, families in :data:`FAMILIES` order; a family without a built-in op
+    ("yours": ops from :func:`ops.from_function` are never registered) is left out."""
+    grouped = {family: [s for s in _REGISTRY.values() if s.family == family] for family in FAMILIES}
+    return {family: specs for family, specs in grouped.items() if specs}

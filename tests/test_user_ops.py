@@ -258,3 +258,8 @@ def test_ops_never_imports_explorer():
                 assert not any(alias.name.split(".")[0] == "explorer" for alias in node.names), path
             elif isinstance(node, ast.ImportFrom):
                 assert (node.module or "").split(".")[0] != "explorer", path
+
+
+def test_by_family_lists_only_families_with_built_in_ops():
+    assert list(ops.by_family()) == ["spike", "sign", "clip", "override", "stability"]
+    assert all(spec.builtin for specs in ops.by_family().values() for spec in specs)
