@@ -9,7 +9,8 @@ Conventions:
 * ``fn`` takes the tensor ``x`` first. Every other parameter needs a numeric default and becomes an
   op parameter. It is passed the way the signature asks: by keyword (``fn(x, slope=10.0)``), or
   positionally as a tensor of x's dtype if it is positional-only (``def fn(x, slope=25.0, /)``, whose
-  backward must then return one gradient per positional input, ``None`` for the parameter).
+  backward must then return one gradient per positional input, ``None`` for the parameter; such a
+  parameter is always passed, its default when no other value is given).
   ``tf.custom_gradient`` rejects keyword arguments inside ``tf.function``, so the views call the
   undecorated function (your forward and your backward, unchanged) under their own
   ``tf.custom_gradient`` with the parameters positional; the ``graph`` check calls yours as declared.
@@ -67,13 +68,11 @@ class UserFunction:
         return getattr(self.inner, "__name__", "function")
 
     def call(self, x: tf.Tensor, params: Mapping[str, Any] | None = None) -> tf.Tensor:
-        """``fn`` itself, called as its signature asks; parameters not given take fn's own defaults."""
+        """``fn`` itself, called as its signature asks: every positional-only parameter positionally, as a
+        tensor of x's dtype (its default if not given: the backward returns a gradient for each); a keyword
+        parameter by keyword, and only when given (otherwise fn's own default applies)."""
         params = dict(params or {})
-        given = [name for name in self.positional if name in params]
-        # a positional-only parameter can only be given together with the ones before it
-        last = max((self.positional.index(name) for name in given), default=-1)
-        defaults = self.positional_defaults
-        positional = [tf.cast(params.get(name, defaults[name]), x.dtype) for name in self.positional[: last + 1]]
+        positional = [tf.cast(params.get(name, self.positional_defaults[name]), x.dtype) for name in self.positional]
         return self.fn(x, *positional, **{name: params[name] for name in self.keyword if name in params})
 
     def forward_values(self, x: tf.Tensor, values: Mapping[str, tf.Tensor]) -> tf.Tensor:

@@ -155,6 +155,10 @@ def test_positional_only_parameter_is_passed_positionally():
         tape.watch(x)
         y = spec.user_function.call(x, {"slope": 3.0})
     np.testing.assert_allclose(tape.gradient(y, x), [3.0, 3.0])
+    with tf.GradientTape() as tape:  # without a value, its default is still passed (the backward expects it)
+        tape.watch(x)
+        y = spec.user_function.call(x)
+    np.testing.assert_allclose(tape.gradient(y, x), [25.0, 25.0])
 
 
 @tf.custom_gradient

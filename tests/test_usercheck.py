@@ -20,7 +20,7 @@ import ops
 from explorer import discover, testing, usercheck, verify
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-GOOD = ("square_with_scaled_grad", "stable_softplus", "CustomSquareLayer")
+GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "CustomSquareLayer")
 # each broken example and the check that must fail for it, with what its message must name
 BROKEN = {
     "double_with_summed_grad": ("shape_dtype", ["gradient has shape ()", "no reductions"]),
@@ -89,6 +89,14 @@ def test_broken_example_fails_the_named_check(examples_run, op):
     assert row["level"] == "fail"
     for name in names:
         assert name in row["message"], (name, row["message"])
+
+
+@pytest.mark.slow
+def test_positional_parameter_passes_graph_with_a_new_value_and_the_jump_is_listed(examples_run):
+    rows = rows_of(examples_run, "fast_sigmoid_spike")
+    assert "slope=137.5 positionally" in rows["graph"]["message"]  # halfway from 25 to the range's top, 250
+    assert "x = 0 (jump)" in rows["special_points"]["message"]
+    assert rows["vs_autodiff"]["message"].startswith("intentional:")
 
 
 @pytest.mark.slow
@@ -273,7 +281,7 @@ def test_discover_a_module_name_and_a_directory():
     by_name = discover.discover("examples.square")
     assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
     directory = discover.discover(EXAMPLES)
-    assert len(directory.functions) == 8 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
+    assert len(directory.functions) == 9 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
     assert not directory.errors
 
 
