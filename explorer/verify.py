@@ -21,6 +21,10 @@ Each :class:`Check` has a ``level``: ``"pass"``, ``"warn"`` (worth a look, not a
 gradient of the wrong dtype, a forward that cannot be traced) becomes a failed check whose message
 names the exception. :func:`check` itself raises only for a bad argument (KeyError for an unknown op
 key, ValueError for a parameter outside its range).
+
+Your own code: an op from :func:`ops.from_function` gets the checks of :mod:`explorer.usercheck`
+(seven, run on your function itself), and ``python -m explorer verify TARGET ...`` checks every
+custom-gradient function and Keras layer found in a file, directory or module (:func:`check_targets`).
 """
 
 from __future__ import annotations
