@@ -28,6 +28,12 @@ def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarat
     ``title``, ``justification``) plus ``params`` (values to check at) and ``time_limit``; for a layer,
     ``op`` (the custom-gradient function it calls; default: those of its module) and ``time_limit``.
     """
+    import keras
+
+    if isinstance(fn_or_layer, keras.layers.Layer):
+        raise TypeError(
+            f"pass the layer class {type(fn_or_layer).__name__}, not an instance: each check builds a fresh layer"
+        )
     time_limit = declarations.pop("time_limit", usercheck.TIME_LIMIT)
     if isinstance(fn_or_layer, type):
         op = declarations.pop("op", None)

@@ -416,3 +416,16 @@ def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
 def test_cli_refuses_targets_and_op_together(capsys):
     assert verify.main([str(EXAMPLES), "--op", "atan"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_assert_custom_gradient_refuses_a_layer_instance_and_a_plain_function():
+    with pytest.raises(TypeError, match="class RegisteredSquare, not an instance"):
+        testing.assert_custom_gradient(RegisteredSquare())
+    with pytest.raises(TypeError, match="@tf.custom_gradient"):
+        testing.assert_custom_gradient(lambda x: x)
+
+
+def test_a_layer_of_your_function_explains_how_to_save_it():
+    layer = ops.SurrogateLayer(ops.from_function(exp_op))
+    with pytest.raises(NotImplementedError, match="register_keras_serializable"):
+        layer.get_config()
