@@ -18,7 +18,7 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	touch $(VENV)/.runtime-installed $@
 
 run: $(VENV)/.runtime-installed
-	$(BIN)/streamlit run app.py --server.port 8501
+	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 test: $(VENV)/.dev-installed

@@ -13,8 +13,29 @@ sampled curve jumps, bends or is not finite), ``explorer.points``, ``explorer.me
 ``explorer.figures``, ``explorer.train``, ``explorer.state``, ``explorer.verify``, ``explorer.export``.
 """
 
-from explorer.metrics import metrics, metrics_table
-from explorer.points import special_points
-from explorer.sweeps import Sweep, decimate, sweep
 
-__all__ = ["Sweep", "decimate", "metrics", "metrics_table", "special_points", "sweep"]
+import importlib
+
+# Imported on first use (PEP 562), so that ``gradient-explorer run`` and ``--help`` start without TensorFlow.
+_EXPORTS = {
+    "Sweep": "explorer.sweeps",
+    "decimate": "explorer.sweeps",
+    "sweep": "explorer.sweeps",
+    "special_points": "explorer.points",
+    "metrics": "explorer.metrics",
+    "metrics_table": "explorer.metrics",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,10 +1,15 @@
-"""``python -m explorer verify|bench ...``: the command-line entry points."""
+"""``python -m explorer run|verify|bench ...`` (installed: ``gradient-explorer ...``): the command line."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter is not the checker's output
+
 COMMANDS = {
+    "run": ("explorer.serve", "start the app (--ops FILE_OR_MODULE adds your own ops)"),
     "verify": ("explorer.verify", "run the gradient checker on the built-in ops, or on your code: verify TARGET..."),
     "bench": ("explorer.bench.speed", "measure speed against the targets"),
 }
@@ -14,10 +19,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in COMMANDS:
         lines = [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
-        print("usage: python -m explorer {verify,bench} [options]\n" + "\n".join(lines), file=sys.stderr)
+        print(f"usage: gradient-explorer {{{','.join(COMMANDS)}}} [options]\n" + "\n".join(lines), file=sys.stderr)
         return 2
     module_name, _ = COMMANDS[argv[0]]
-    module = __import__(module_name, fromlist=["main"])
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:  # the wheel leaves the benchmark (tooling) out
+        if not error.name or not module_name.startswith(error.name):
+            raise
+        print(f"{argv[0]}: not in this installation; run it from a clone of the repository", file=sys.stderr)
+        return 2
     return module.main(argv[1:])
 
 

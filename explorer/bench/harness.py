@@ -113,7 +113,7 @@ def serve_app(port: int | None = None, log_path: Path | None = None, timeout: fl
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, log_path, timeout)
+        wait_healthy(url, process, log_path, timeout)
         yield Server(url, process, log_path)
     finally:
         process.terminate()
@@ -124,7 +124,7 @@ def serve_app(port: int | None = None, log_path: Path | None = None, timeout: fl
             process.wait(timeout=10)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

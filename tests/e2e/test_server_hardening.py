@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.error
@@ -52,3 +53,24 @@ def test_streamlit_applies_the_project_settings():
     assert effective["server.enableXsrfProtection"] is True and effective["server.enableCORS"] is True
     assert effective["server.headless"] is True and effective["server.runOnSave"] is False
     assert 0 < effective["server.maxUploadSize"] <= 10 and 0 < effective["server.maxMessageSize"] <= 100
+
+
+def test_the_launcher_serves_with_the_project_settings_from_any_folder(tmp_path):
+    """``python -m explorer run`` where there is no ``.streamlit/`` (as after ``pip install``): same hardening."""
+    from explorer.bench import harness
+
+    port = harness.free_port()
+    log_path = tmp_path / "launcher.log"
+    command = [sys.executable, "-m", "explorer", "run", "--server.port", str(port), "--server.address", "127.0.0.1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        harness.wait_healthy(url, process, log_path, timeout=120)
+        status, headers = _request(f"{url}/_stcore/host-config", headers={"Origin": "https://evil.example"})
+        assert status == 200 and "Access-Control-Allow-Origin" not in headers
+        assert _request(f"{url}/_stcore/upload_file/session/file", method="PUT", data=b"x")[0] == 403
+    finally:
+        process.terminate()  # the launcher exec'd Streamlit: this stops the server itself
+        assert process.wait(timeout=20) is not None

@@ -1,0 +1,24 @@
+"""Gradient Explorer's page routing: the script ``streamlit run`` executes.
+
+``app.py`` at the repository root calls :func:`main`; an installed wheel runs this file itself
+(``gradient-explorer run``), so the two are one app. Each page lives in its own module here.
+"""
+
+import streamlit as st
+
+from explorer.ui import editor, explore, runtime, train
+
+
+def main() -> None:
+    st.set_page_config(page_title="Gradient Explorer", page_icon="∇", layout="wide")
+    runtime.keep_keras_state_between_reruns()
+    pages = [
+        st.Page(explore.page, title="Explore", icon=":material/insights:", default=True),
+        st.Page(train.page, title="Train", icon=":material/model_training:", url_path="train"),
+        st.Page(editor.page, title="Editor", icon=":material/edit:", url_path="editor"),
+    ]
+    st.navigation(pages).run()
+
+
+if __name__ == "__main__":
+    main()
