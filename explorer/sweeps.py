@@ -328,6 +328,11 @@ class Sweep:
     def title(self) -> str:
         return self.spec.title
 
+    @property
+    def true_gradient_label(self) -> str:
+        """"true gradient (autodiff)", or "true gradient (numerical)" for a user op without a declared forward."""
+        return self.spec.true_gradient_label
+
     def __len__(self) -> int:
         return len(self.frame)
 

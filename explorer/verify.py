@@ -21,6 +21,10 @@ Each :class:`Check` has a ``level``: ``"pass"``, ``"warn"`` (worth a look, not a
 gradient of the wrong dtype, a forward that cannot be traced) becomes a failed check whose message
 names the exception. :func:`check` itself raises only for a bad argument (KeyError for an unknown op
 key, ValueError for a parameter outside its range).
+
+Your own code: an op from :func:`ops.from_function` gets the checks of :mod:`explorer.usercheck`
+(seven, run on your function itself), and ``python -m explorer verify TARGET ...`` checks every
+custom-gradient function and Keras layer found in a file, directory or module (:func:`check_targets`).
 """
 
 from __future__ import annotations
@@ -139,11 +143,20 @@ def _grid(spec: ops.OpSpec, params: Mapping[str, float], dtype: str = "float32",
     return x
 
 
-def _custom_value_and_grad(spec: ops.OpSpec, x: tf.Tensor, params: Mapping[str, Any], upstream: Any = None):
+def value_and_grad(call: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, upstream: Any = None):
+    """``call(x)`` and its gradient with respect to x (None if the backward gives none)."""
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = spec.apply(x, **params)
+        y = call(x)
     return y, tape.gradient(y, x, output_gradients=upstream)
+
+
+def _apply(spec: ops.OpSpec, x: tf.Tensor, params: Mapping[str, Any]) -> tf.Tensor:
+    return spec.apply(x, **params)
+
+
+def _custom_value_and_grad(spec: ops.OpSpec, x: tf.Tensor, params: Mapping[str, Any], upstream: Any = None):
+    return value_and_grad(functools.partial(_apply, spec, params=params), x, upstream)
 
 
 def _shape_text(shape: Sequence[int]) -> str:
@@ -186,7 +199,12 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
 
 
 @_guarded("shape_dtype")
-def check_shape_dtype(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+def check_shape_dtype(
+    spec: ops.OpSpec, params: Mapping[str, float], call: Callable[[tf.Tensor], tf.Tensor] | None = None
+) -> Check:
+    """``call(x) -> y`` is what is checked (default ``spec.apply`` at ``params``)."""
+    if call is None:
+        call = functools.partial(_apply, spec, params=params)
     problems: list[str] = []
     rng = np.random.default_rng(0)
     for dtype in SHAPE_DTYPES:
@@ -197,7 +215,7 @@ def check_shape_dtype(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
                 values.flat[0] = 0.0  # a special point of most ops
             x = tf.constant(values, dtype=dtype)
             try:
-                y, grad = _custom_value_and_grad(spec, x, params)
+                y, grad = value_and_grad(call, x)
             except Exception as error:  # noqa: BLE001
                 problems.append(f"{where}: computing output and gradient raised {_error_text(error)}")
                 continue
@@ -301,7 +319,8 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
 
 
 @_guarded("keras_fit")
-def check_keras_fit(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+def check_keras_fit(spec: ops.OpSpec | None, params: Mapping[str, float], layer: Any = None) -> Check:
+    """``layer`` (a Keras layer) is what is trained, default ``ops.SurrogateLayer(spec, params)``."""
     import keras
 
     keras.utils.set_random_seed(0)
@@ -310,7 +329,12 @@ def check_keras_fit(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
     targets = rng.normal(size=(32, 1)).astype("float32")
     before = keras.layers.Dense(4, name="before_op")
     model = keras.Sequential(
-        [keras.Input(shape=(4,)), before, ops.SurrogateLayer(spec, params=dict(params)), keras.layers.Dense(1)]
+        [
+            keras.Input(shape=(4,)),
+            before,
+            ops.SurrogateLayer(spec, params=dict(params)) if layer is None else layer,
+            keras.layers.Dense(1),
+        ]
     )
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse")
     start = [w.copy() for w in before.get_weights()]
@@ -415,6 +439,10 @@ def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
+    if spec.user_function is not None:
+        from explorer import usercheck
+
+        return usercheck.check_function(spec, **resolved)
     lo, hi = SWEEP_RANGE
     logger = tf.get_logger()
     level = logger.level
@@ -513,22 +541,75 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
     return [json_path, md_path]
 
 
+def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
+
+    Returns the rows (as :func:`run_all`) and one line per target or function that could not be
+    checked (missing, import error, nothing to check, a signature that cannot be an op).
+    """
+    from explorer import discover, usercheck
+
+    found = discover.Discovered()
+    for target in targets:
+        found.extend(discover.discover(target))
+    problems = [str(error) for error in found.errors]
+    names = [item.name for item in found.functions + found.layers]
+    rows = []
+    for item in found.functions + found.layers:
+        label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
+        if item in found.functions:
+            try:
+                spec = ops.from_function(item.obj, key=item.name)
+            except (TypeError, ValueError) as error:
+                problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
+                continue
+            results = usercheck.check_function(spec)
+        else:
+            siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
+            results = usercheck.check_layer(item.obj, siblings)
+        for result in results:
+            rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
+    return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m explorer verify [--op KEY ...] [--json] [--record [--record-dir DIR]]``: exit 1 on a failed check."""
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--json] [--record [--record-dir DIR]]``.
+
+    TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
+    built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
+    """
     parser = argparse.ArgumentParser(prog="python -m explorer verify", description="Run the gradient checker.")
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="a .py file, a directory of .py files or a module name: check its custom-gradient functions and "
+        "Keras layers; default: the built-in ops",
+    )
     parser.add_argument("--op", action="append", metavar="KEY", help="check only this op (repeatable); default: all")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--record", action="store_true", help="also write a dated record under verification/")
     parser.add_argument("--record-dir", type=Path, default=VERIFICATION_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    keys = args.op or ops.names()
-    unknown = [key for key in keys if key not in ops.names()]
-    if unknown:
-        print(f"unknown op(s): {', '.join(unknown)}; valid ops: {', '.join(ops.names())}", file=sys.stderr)
-        return 2
     start = time.perf_counter()
-    results = run_all(keys)
+    problems: list[str] = []
+    if args.targets:
+        if args.op:
+            print("give either TARGETs (your code) or --op (built-in ops), not both", file=sys.stderr)
+            return 2
+        results, problems = check_targets(args.targets)
+    else:
+        keys = args.op or ops.names()
+        unknown = [key for key in keys if key not in ops.names()]
+        if unknown:
+            print(f"unknown op(s): {', '.join(unknown)}; valid ops: {', '.join(ops.names())}", file=sys.stderr)
+            return 2
+        results = run_all(keys)
     seconds = time.perf_counter() - start
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if results.empty:
+        return 2
     if args.json:
         print(json.dumps(results.to_dict(orient="records"), indent=2))
     else:
@@ -537,4 +618,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         for path in write_record(results, seconds, args.record_dir):
             print(f"wrote {path}", file=sys.stderr)
+    if problems:
+        return 2
     return 0 if results["passed"].all() else 1

@@ -4,6 +4,7 @@ clipping, intentional overrides and numerically stable gradients.
     import ops
     spec = ops.get("atan")
     y = spec.apply(x, alpha=2.0)        # forward: step; backward: the atan surrogate
+    mine = ops.from_function(my_custom_gradient_fn)   # your own @tf.custom_gradient function, family "yours"
 """
 
 from ops import catalogue as _catalogue  # noqa: F401  (registers the built-in ops)
@@ -13,6 +14,7 @@ from ops.registry import (
     FAMILIES,
     HALF_DTYPES,
     KINDS,
+    TRUE_GRADIENTS,
     Expression,
     OpSpec,
     Param,
@@ -24,6 +26,7 @@ from ops.registry import (
     names,
     register,
 )
+from ops.user import from_function, is_custom_gradient
 
 __all__ = [
     "DTYPES",
@@ -36,10 +39,13 @@ __all__ = [
     "Param",
     "Point",
     "SurrogateLayer",
+    "TRUE_GRADIENTS",
     "as_float_tensor",
     "by_family",
     "compute_dtype",
+    "from_function",
     "get",
+    "is_custom_gradient",
     "names",
     "register",
 ]

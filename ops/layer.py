@@ -41,6 +41,11 @@ class SurrogateLayer(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         if not self.spec.builtin:
+            if self.spec.user_function is not None:
+                raise NotImplementedError(
+                    f"op {self.spec.key!r} is your own function: to save a model with it, use your own layer "
+                    "that calls it, registered with @keras.saving.register_keras_serializable"
+                )
             raise NotImplementedError(
                 f"op {self.spec.key!r} is a user op: export its code (Editor page) to save a model with it"
             )

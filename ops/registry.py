@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-FAMILIES = ("spike", "sign", "clip", "override", "stability")
+FAMILIES = ("spike", "sign", "clip", "override", "stability", "yours")  # "yours": ops.from_function
+TRUE_GRADIENTS = ("autodiff", "numerical")
 KINDS = ("jump", "kink", "boundary", "singular")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 HALF_DTYPES = ("float16", "bfloat16")
@@ -117,6 +118,15 @@ class OpSpec:
     replaces that with a full ``(x, dy, params) -> dx``. ``declared_points(params, dtype)``
     maps resolved parameters to every special point (unbounded); :meth:`points` filters to a range.
     ``constraint`` checks relations between parameters (e.g. ``lo < hi``) and raises ValueError.
+
+    ``custom_fn`` (instead of ``surrogate``/``backward``) is a ready custom-gradient callable
+    ``(x, params) -> y`` that :meth:`apply` calls as it is: a user's own ``@tf.custom_gradient``
+    function (:func:`ops.from_function`), whose backward the project must not rewrite.
+    ``true_gradient`` says how the true gradient (autodiff of ``forward_fn``) is obtained:
+    ``"autodiff"`` of a plain forward, or ``"numerical"`` when ``forward_fn`` carries a
+    central-difference derivative because no plain forward was declared; views label it with
+    :attr:`true_gradient_label`. ``user_function`` is what a user op was adapted from
+    (:class:`ops.user.UserFunction`), for the checks that call it the way its signature asks.
     """
 
     key: str
@@ -135,16 +145,22 @@ class OpSpec:
     builtin: bool = True
     source: Mapping[str, Any] | None = None  # user ops: the expressions they were compiled from
     expression: Expression | None = None  # built-in ops: the same formulas in the expression language
+    custom_fn: TensorFn | None = None
+    true_gradient: str = "autodiff"
+    user_function: Any = None
     _custom: Callable[..., tf.Tensor] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"op {self.key!r}: family must be one of {FAMILIES}, got {self.family!r}")
-        if (self.surrogate is None) == (self.backward is None):
-            raise ValueError(f"op {self.key!r}: give exactly one of surrogate or backward")
+        given = [name for name in ("surrogate", "backward", "custom_fn") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"op {self.key!r}: give exactly one of surrogate, backward or custom_fn")
+        if self.true_gradient not in TRUE_GRADIENTS:
+            raise ValueError(f"op {self.key!r}: true_gradient must be one of {TRUE_GRADIENTS}, got {self.true_gradient!r}")
         # Op functions are plain TensorFlow with no Python control flow on tensors: AutoGraph has
         # nothing to convert (and cannot parse lambdas), so tell it to leave them alone.
-        for name in ("forward_fn", "surrogate", "backward"):
+        for name in ("forward_fn", "surrogate", "backward", "custom_fn"):
             fn = getattr(self, name)
             if fn is not None:
                 object.__setattr__(self, name, tf.autograph.experimental.do_not_convert(fn))
@@ -153,6 +169,11 @@ class OpSpec:
     # -- parameters -------------------------------------------------------------------------
     def defaults(self) -> dict[str, float]:
         return {p.name: p.default for p in self.params}
+
+    @property
+    def true_gradient_label(self) -> str:
+        """How views name the true gradient: "true gradient (autodiff)" or "true gradient (numerical)"."""
+        return f"true gradient ({self.true_gradient})"
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -188,6 +209,11 @@ class OpSpec:
         x = as_float_tensor(x)
         compute, values = self._compute_inputs(x, params)
         dy = tf.fill(tf.shape(compute), tf.cast(upstream, compute.dtype))
+        if self.custom_fn is not None:
+            with tf.GradientTape() as tape:
+                tape.watch(compute)
+                y = self.custom_fn(compute, values)
+            return tf.cast(tape.gradient(y, compute, output_gradients=dy), x.dtype)
         return tf.cast(self._backward(compute, dy, values), x.dtype)
 
     def points(self, lo: float, hi: float, /, dtype: str = "float32", **params: Any) -> list[Point]:
@@ -219,6 +245,9 @@ class OpSpec:
 
     def _build_custom(self) -> Callable[..., tf.Tensor]:
         names = self.param_names
+        if self.custom_fn is not None:
+            custom_fn = self.custom_fn
+            return lambda x, *param_values: custom_fn(x, dict(zip(names, param_values, strict=True)))
 
         # Tensors go in positionally: keyword arguments to a custom-gradient function are
         # rejected in graph mode and silently ignored in eager mode.
@@ -276,5 +305,7 @@ def get(key: str | OpSpec) -> OpSpec:
 
 
 def by_family() -> dict[str, list[OpSpec]]:
-    """Built-in ops grouped by family, families in :data:`FAMILIES` order."""
-    return {family: [s for s in _REGISTRY.values() if s.family == family] for family in FAMILIES}
+    """Built-in ops grouped by family, families in :data:`FAMILIES` order; a family without a built-in op
+    ("yours": ops from :func:`ops.from_function` are never registered) is left out."""
+    grouped = {family: [s for s in _REGISTRY.values() if s.family == family] for family in FAMILIES}
+    return {family: specs for family, specs in grouped.items() if specs}

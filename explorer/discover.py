@@ -1,0 +1,162 @@
+"""Find the custom-gradient functions and Keras layers in a user's code: :func:`discover`.
+
+A TARGET is a path to a ``.py`` file, a directory (its ``*.py`` files, not recursive; names starting
+with ``_`` are skipped) or an importable module name. Importing runs the module, which is the point:
+it is the operator's own code, named on their own command line (or in ``GRADIENT_EXPLORER_OPS``).
+While a file is imported its directory is first on ``sys.path``, so it can import its neighbours.
+
+Only what the module itself defines at module level counts: functions decorated with
+``@tf.custom_gradient`` and ``keras.layers.Layer`` subclasses whose ``__module__`` is the module
+(imported ones and plain helpers are ignored). A target that does not exist, fails to import, or
+defines nothing to check is a :class:`LoadError` in the result, never an exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import ops
+
+_counter = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """Why a target gave nothing to check: ``error`` is the exception's name, ``message`` its text."""
+
+    target: str
+    error: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.target}: {self.error}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Found:
+    """A custom-gradient function or a Layer subclass, by name, and the module that defines it."""
+
+    name: str
+    module: str
+    obj: Any
+
+
+@dataclass
+class Discovered:
+    functions: list[Found] = field(default_factory=list)
+    layers: list[Found] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+
+    def extend(self, other: Discovered) -> None:
+        self.functions += other.functions
+        self.layers += other.layers
+        self.errors += other.errors
+
+
+def _is_layer_class(candidate: Any) -> bool:
+    import keras
+
+    return isinstance(candidate, type) and issubclass(candidate, keras.layers.Layer)
+
+
+def _defined_in(candidate: Any, module: ModuleType) -> bool:
+    if isinstance(candidate, type):
+        return candidate.__module__ == module.__name__
+    return getattr(ops.user.undecorated(candidate), "__module__", None) == module.__name__
+
+
+def members(module: ModuleType) -> Discovered:
+    """The custom-gradient functions and Layer subclasses ``module`` defines at module level, in source order."""
+    found = Discovered()
+    for name, value in vars(module).items():
+        if name.startswith("__"):
+            continue
+        if _is_layer_class(value) and _defined_in(value, module):
+            found.layers.append(Found(name, module.__name__, value))
+        elif ops.is_custom_gradient(value) and _defined_in(value, module):
+            found.functions.append(Found(name, module.__name__, value))
+    return found
+
+
+def _error(target: str, error: BaseException) -> LoadError:
+    message = " ".join(str(error).split()) or "(no message)"
+    return LoadError(target, type(error).__name__, message)
+
+
+def _import_file(path: Path) -> ModuleType:
+    name = path.stem if path.stem.isidentifier() else f"user_module_{next(_counter)}"
+    existing = sys.modules.get(name)
+    if existing is not None and getattr(existing, "__file__", None) != str(path):
+        name = f"{name}_{next(_counter)}"  # do not shadow another module of the same name
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses, pickling and Keras look modules up by name
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _load(target: str, load) -> Discovered:
+    try:
+        module = load()
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - a broken user module is a result, not a crash
+        return Discovered(errors=[_error(target, error)])
+    return members(module)
+
+
+def _nothing(target: str) -> LoadError:
+    return LoadError(
+        target,
+        "NothingToCheck",
+        "no module-level @tf.custom_gradient function or keras.layers.Layer subclass is defined there",
+    )
+
+
+def discover(target: str | Path) -> Discovered:
+    """Every custom-gradient function and Layer subclass in ``target`` (file, directory or module name)."""
+    text = str(target)
+    path = Path(text)
+    looks_like_path = path.suffix == ".py" or "/" in text or "\\" in text or path.exists()
+    if looks_like_path:
+        if not path.exists():
+            return Discovered(errors=[LoadError(text, "FileNotFoundError", "no such file or directory")])
+        if path.is_dir():
+            result = Discovered()
+            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            for file in files:
+                result.extend(_load(str(file), lambda file=file: _import_file(file.resolve())))
+            if not result.functions and not result.layers and not result.errors:
+                result.errors.append(_nothing(text) if files else LoadError(text, "NothingToCheck", "no .py files"))
+            return result
+        if path.suffix != ".py":
+            return Discovered(errors=[LoadError(text, "ValueError", "not a .py file, a directory or a module name")])
+        result = _load(text, lambda: _import_file(path.resolve()))
+    else:
+        if not all(part.isidentifier() for part in text.split(".")):
+            return Discovered(errors=[LoadError(text, "ValueError", "not a .py file, a directory or a module name")])
+        result = _load(text, lambda: importlib.import_module(text))
+    if not result.functions and not result.layers and not result.errors:
+        result.errors.append(_nothing(text))
+    return result
+
+
+def module_of(obj: Any) -> ModuleType | None:
+    """The module that defines a function or class (for a layer's sibling functions)."""
+    target = obj if isinstance(obj, type) else ops.user.undecorated(obj) if ops.is_custom_gradient(obj) else obj
+    return inspect.getmodule(target)

@@ -1,0 +1,643 @@
+"""Checks for code this project did not write: your ``@tf.custom_gradient`` functions and Keras layers.
+
+:func:`check_function` takes an op made by :func:`ops.from_function` and runs, each on your own function
+(called the way its signature asks; parameters that keep their default are not passed):
+
+1. ``finite``: on the sweep grid of [-3, 3] (float32) and at each dtype's hard places
+   (:data:`HARD_PLACES`: 0, a tiny number, 1e4 and where ``exp`` overflows). A NaN forward or gradient,
+   or an infinite gradient where the forward is finite, fails; a forward that overflows because its
+   true value (your forward in float64) does not fit the dtype is only noted;
+2. ``shape_dtype``: gradient and output keep x's shape and dtype (float16/32/64; scalar, vector, batch);
+3. ``graph``: eager, ``tf.function`` and ``jit_compile=True`` agree, with a non-default parameter
+   passed as your signature passes it (so keyword parameters and NumPy calls fail here, named);
+4. ``keras_fit``: one ``Model.fit`` step through a layer that calls your function;
+5. ``special_points``: without declared points the detected ones are listed (no failure); with
+   declared points, one declared but absent or one detected but undeclared is a warning;
+6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
+   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns;
+7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
+   gradient (not autodiff, not an error).
+
+:func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
+``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
+``keras_save`` (``.keras`` save and load; an unregistered layer warns) and ``saved_model``.
+
+A check never raises and never hangs: each runs in a worker thread for at most ``time_limit``
+seconds. A check that overruns fails; its thread is a daemon that is abandoned, not killed (Python
+cannot stop a thread, and TensorFlow cannot interrupt a running op), so it may use a core until the
+process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import ops
+from explorer.sweeps import sweep
+from explorer.verify import (
+    SWEEP_N,
+    SWEEP_RANGE,
+    Check,
+    _error_text,
+    _fmt,
+    _grid,
+    _guarded,
+    _other_values,
+    _result,
+    _where,
+    check_keras_fit,
+    check_shape_dtype,
+    value_and_grad,
+)
+
+FUNCTION_CHECKS: dict[str, str] = {
+    "finite": "forward and gradient finite on the sweep and at each dtype's hard places",
+    "shape_dtype": "gradient and output keep x's shape and dtype (float16/32/64; scalar, vector, batch)",
+    "graph": "eager, tf.function and jit_compile=True agree, parameters passed as the signature asks",
+    "keras_fit": "one Model.fit step through a layer calling the function: finite loss, gradient flows",
+    "special_points": "declared special points agree with the detected ones",
+    "vs_autodiff": "the custom gradient against the true one (declared forward or numerical), justified",
+    "saved_model": "model.export + reload keeps the custom gradient",
+}
+LAYER_CHECKS: dict[str, str] = {
+    "keras_fit": "one Model.fit step with the layer: finite loss, gradient flows",
+    "input_gradient": "the layer's input gradient equals the custom gradient of the function it calls",
+    "keras_save": ".keras save and load give the same output and gradient",
+    "saved_model": "model.export + reload keeps the custom gradient",
+}
+TIME_LIMIT = 120.0  # seconds per check; a Model.fit plus an export takes a few seconds on 2 cores
+# Per dtype: 0, a tiny number, a large one, and inputs where exp() overflows (log of the max is
+# 11.1 for float16, 88.7 for float32, 709.8 for float64).
+HARD_PLACES: dict[str, tuple[float, ...]] = {
+    "float16": (0.0, 6e-08, -6e-08, 12.0, -12.0, 1e4, -1e4),
+    "float32": (0.0, 1e-30, -1e-30, 100.0, -100.0, 1e4, -1e4),
+    "float64": (0.0, 1e-30, -1e-30, 1000.0, -1000.0, 1e4, -1e4),
+}
+GRAPH_UPSTREAM = 1.5
+GRAPH_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+COMPARE_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
+RATIO_TOLERANCE = 1e-3
+RATIO_WORDS = {0.5: "half of", 2.0: "twice", -1.0: "the negative of", 0.0: "zero times"}
+HINTS = (
+    (
+        "keywords arguments only when eager",
+        "keyword arguments to a @tf.custom_gradient function fail inside tf.function and Model.fit: make the "
+        "parameter positional-only (def f(x, slope=25.0, /)) and return one gradient per positional input "
+        "(None for the parameter), or close over it",
+    ),
+    (
+        "numpy",
+        "NumPy (.numpy(), np.*) inside the function or its backward works only eagerly: use TensorFlow ops",
+    ),
+    (
+        "expected to return",
+        "return exactly one gradient per positional input of the function (None for a parameter)",
+    ),
+)
+
+
+# -- running a check within a time limit --------------------------------------------------------------
+def run_limited(name: str, function: Callable[[], Check], time_limit: float = TIME_LIMIT) -> Check:
+    """``function()`` in a daemon worker thread; a failed :class:`Check` if it raises or overruns.
+
+    An overrunning thread is abandoned, not stopped (see the module docstring).
+    """
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = function()
+        except BaseException as error:  # noqa: BLE001 - user code may even raise SystemExit
+            box["error"] = error
+
+    worker = threading.Thread(target=work, name=f"check-{name}", daemon=True)
+    worker.start()
+    worker.join(time_limit)
+    if worker.is_alive():
+        return _result(
+            name,
+            "fail",
+            f"TimeoutError: the check did not finish within {time_limit:g} s (a hung or very slow forward or "
+            "backward); its worker thread was abandoned",
+        )
+    if "error" in box:
+        return _result(name, "fail", f"the check raised {_explained(box['error'])}")
+    return box["result"]
+
+
+def _explained(error: BaseException) -> str:
+    text = _error_text(error)
+    hints = [hint for marker, hint in HINTS if marker in str(error)]
+    return text + (f". Fix: {hints[0]}" if hints else "")
+
+
+# -- calling the user's function ----------------------------------------------------------------------
+def _user(spec: ops.OpSpec) -> ops.user.UserFunction:
+    if spec.user_function is None:
+        raise TypeError(f"op {spec.key!r} was not made by ops.from_function")
+    return spec.user_function
+
+
+def _changed(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, float]:
+    """The parameters that differ from fn's defaults: only those are passed."""
+    defaults = spec.defaults()
+    return {name: value for name, value in params.items() if value != defaults[name]}
+
+
+class CallsYourFunction(keras.layers.Layer):
+    """A layer that calls a user's custom-gradient function (as its signature asks) on its input."""
+
+    def __init__(self, user: ops.user.UserFunction, params: Mapping[str, float] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.user = user
+        self.call_params = dict(params or {})
+
+    def call(self, inputs):
+        return self.user.call(inputs, self.call_params)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+def _caller(spec: ops.OpSpec, params: Mapping[str, float]) -> Callable[[tf.Tensor], tf.Tensor]:
+    user, given = _user(spec), _changed(spec, params)
+    return lambda x: user.call(x, given)
+
+
+# -- function checks ------------------------------------------------------------------------------------
+def _at(x: np.ndarray, sweep_size: int, mask: np.ndarray) -> str:
+    """Where ``mask`` holds: runs on the first ``sweep_size`` (sorted sweep) points, then each hard place."""
+    parts = [] if not mask[:sweep_size].any() else [_where(x[:sweep_size], mask[:sweep_size])]
+    places = [_fmt(value) for value in x[sweep_size:][mask[sweep_size:]]]
+    if places:
+        parts.append("x = " + ", ".join(places))
+    return ", ".join(parts)
+
+
+@_guarded("finite")
+def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+    user, call = _user(spec), _caller(spec, params)
+    problems: list[str] = []
+    notes: list[str] = []
+    largest = 0.0
+    sweep_x = _grid(spec, params)
+    for dtype, places in HARD_PLACES.items():
+        x_values = np.asarray(places, dtype=dtype)
+        if dtype == "float32":
+            x_values = np.concatenate([sweep_x, x_values]).astype(dtype)
+        x = tf.constant(x_values)
+        y, grad = value_and_grad(call, x)
+        if grad is None:
+            return _result(
+                "finite",
+                "fail",
+                f"the custom gradient is None ({dtype}): the backward returned None for x, so nothing upstream "
+                "learns; return a tensor shaped like x, e.g. dy * g(x)",
+            )
+        x64 = x_values.astype(np.float64)
+        forward = np.asarray(y.numpy(), dtype=np.float64)
+        gradient = np.asarray(grad.numpy(), dtype=np.float64)
+        if gradient.shape != x64.shape or forward.shape != x64.shape:
+            return _result(
+                "finite",
+                "fail",
+                f"{dtype}: the gradient has shape {gradient.shape} and the output {forward.shape} for x of shape "
+                f"{x64.shape} (see shape_dtype)",
+            )
+        where = functools.partial(_at, x64, sweep_x.size if dtype == "float32" else 0)
+        for what, values in (("forward", forward), ("gradient", gradient)):
+            if np.isnan(values).any():
+                problems.append(f"{dtype}: the {what} is NaN at {where(np.isnan(values))}")
+        inf_grad = np.isinf(gradient) & np.isfinite(forward)
+        if inf_grad.any():
+            problems.append(f"{dtype}: the gradient is infinite at {where(inf_grad)} where the forward is finite")
+        overflow = np.isinf(forward)
+        if overflow.any():
+            at = tf.constant(x64[overflow])
+            true64 = user.forward_values(at, {**spec.defaults(), **params}).numpy() if dtype != "float64" else None
+            if true64 is None:
+                notes.append(f"float64 forward overflows at {where(overflow)}")
+            else:
+                fits = np.abs(true64) <= float(np.finfo(dtype).max)
+                unrepresentable = np.zeros_like(overflow)
+                unrepresentable[np.flatnonzero(overflow)[fits]] = True
+                if fits.any():
+                    problems.append(
+                        f"{dtype}: the forward overflows to inf at {where(unrepresentable)} although its true value "
+                        f"(float64: {_fmt(float(true64[fits][0]))}) fits {dtype}"
+                    )
+                if (~fits).any():
+                    notes.append(f"{dtype} forward overflows where its true value does not fit {dtype}")
+        finite = gradient[np.isfinite(gradient)]
+        if finite.size:
+            largest = max(largest, float(np.abs(finite).max()))
+    if problems:
+        return _result(
+            "finite", "fail", "; ".join(problems[:4]) + ". Use a stable formula (see RUNBOOK.md, NaN gradient)"
+        )
+    lo, hi = SWEEP_RANGE
+    note = f"; noted: {'; '.join(notes)}" if notes else ""
+    return _result(
+        "finite",
+        "pass",
+        f"finite on {sweep_x.size} points of [{lo:g}, {hi:g}] and at 0, +-tiny, +-1e4 and exp-overflow inputs "
+        f"(float16 +-12, float32 +-100, float64 +-1000); max |g| = {_fmt(largest)}{note}",
+    )
+
+
+@_guarded("graph")
+def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+    x_values = _grid(spec, params, n=61)
+    x = tf.constant(x_values)
+    used = _other_values(spec, params) if spec.params else {}
+    call = _caller(spec, used)
+    upstream = tf.fill(tf.shape(x), tf.constant(GRAPH_UPSTREAM, x.dtype))
+    passed = ""
+    if used:
+        user = _user(spec)
+        style = ", ".join(
+            f"{k}={_fmt(v)} by keyword" if k in user.keyword else f"{k}={_fmt(v)} positionally" for k, v in used.items()
+        )
+        passed = f" with {style}"
+    try:
+        eager_y, eager_grad = value_and_grad(call, x, upstream)
+    except Exception as error:  # noqa: BLE001
+        return _result("graph", "fail", f"eager call{passed} raised {_explained(error)}")
+    if eager_grad is None:
+        return _result("graph", "fail", "the eager custom gradient is None (see the 'finite' check)")
+    expected = {"forward": eager_y.numpy(), "gradient": eager_grad.numpy()}
+    problems: list[str] = []
+    for label, jit in (("tf.function", False), ("jit_compile=True", True)):
+
+        @tf.function(jit_compile=jit, autograph=False)
+        def compiled(x):
+            y, grad = value_and_grad(call, x, tf.fill(tf.shape(x), tf.constant(GRAPH_UPSTREAM, x.dtype)))
+            return y, (tf.fill(tf.shape(x), tf.constant(np.nan, x.dtype)) if grad is None else grad)
+
+        try:
+            got_y, got_grad = compiled(x)
+        except Exception as error:  # noqa: BLE001
+            problems.append(f"{label}{passed} raised {_explained(error)}")
+            break  # the same error again under XLA says nothing new
+        for what, got in (("forward", got_y.numpy()), ("gradient", got_grad.numpy())):
+            want = expected[what]
+            close = np.isclose(got, want, equal_nan=True, **GRAPH_TOLERANCE)
+            if not close.all():
+                worst = int(np.argmax(np.where(close, 0.0, np.abs(np.nan_to_num(got - want, nan=np.inf)))))
+                problems.append(
+                    f"{label} {what} differs from eager at {int((~close).sum())} points, e.g. x = "
+                    f"{_fmt(x_values[worst])}: {_fmt(got[worst])} vs {_fmt(want[worst])}"
+                )
+    if problems:
+        return _result("graph", "fail", "; ".join(problems[:3]))
+    return _result(
+        "graph",
+        "pass",
+        f"eager, tf.function and jit_compile=True agree on {x_values.size} points (forward and gradient, upstream "
+        f"{GRAPH_UPSTREAM:g}){passed}",
+    )
+
+
+@_guarded("special_points")
+def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], result: Any = None) -> Check:
+    from explorer.points import special_points
+
+    lo, hi = SWEEP_RANGE
+    result = sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result
+    table = special_points(result)
+    status = table["status"].astype(str)
+
+    def listing(rows) -> str:
+        return ", ".join(f"x = {_fmt(r.x)} ({r.kind})" for r in rows.head(4).itertuples())
+
+    if not result.declared_points:
+        if len(table) == 0:
+            return _result("special_points", "pass", f"none declared, none detected in [{lo:g}, {hi:g}]")
+        return _result(
+            "special_points",
+            "pass",
+            f"none declared; detected: {listing(table)}. Declaring them (points=[(x, kind)]) puts the value AT "
+            "each point on the sweep grid",
+        )
+    undeclared, missing = table[status == "undeclared"], table[status == "not detected"]
+    parts = []
+    if len(undeclared):
+        parts.append(f"detected but not declared: {listing(undeclared)}")
+    if len(missing):
+        parts.append(f"declared but not detected: {listing(missing)}")
+    if parts:
+        return _result("special_points", "warn", "; ".join(parts))
+    return _result(
+        "special_points", "pass", f"all {int((status == 'ok').sum())} declared point(s) detected, none undeclared"
+    )
+
+
+def _ratio_words(ratio: float) -> str:
+    for value, words in RATIO_WORDS.items():
+        if abs(ratio - value) <= RATIO_TOLERANCE * max(1.0, abs(value)):
+            return words
+    return f"{ratio:.4g} times"
+
+
+@_guarded("vs_autodiff")
+def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any = None) -> Check:
+    lo, hi = SWEEP_RANGE
+    result = sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result
+    df = result.frame
+    x = df["x"].to_numpy(dtype=np.float64)
+    custom = df["custom_grad"].to_numpy(dtype=np.float64)
+    true = df["true_grad"].to_numpy(dtype=np.float64)
+    numerical = spec.true_gradient == "numerical"
+    truth = "the true gradient (numerical)" if numerical else "the true gradient (autodiff of the declared forward)"
+    if not numerical:
+        own = spec.apply(tf.constant(x.astype(np.float32)), **params).numpy().astype(np.float64)
+        declared = df["forward"].to_numpy(dtype=np.float64)
+        wrong = ~np.isclose(own, declared, equal_nan=True, **COMPARE_TOLERANCE)
+        if wrong.any():
+            at = int(np.argmax(wrong))
+            return _result(
+                "vs_autodiff",
+                "fail",
+                f"the declared forward differs from your function's forward at {_where(x, wrong, limit=2)} "
+                f"(e.g. x = {_fmt(x[at])}: {_fmt(declared[at])} vs {_fmt(own[at])}), so its autodiff is not the "
+                "true gradient of your function",
+            )
+    both = np.isfinite(true) & np.isfinite(custom)
+    differs = both & ~np.isclose(custom, true, **COMPARE_TOLERANCE)
+    true_bad = ~np.isfinite(true) & np.isfinite(custom)
+    parts = []
+    if true_bad.any():
+        parts.append(f"{truth} is NaN/inf at {_where(x, true_bad)} where the custom gradient is finite")
+    if not differs.any():
+        summary = f"the custom gradient equals {truth} on all {int(both.sum())} finite points"
+    else:
+        nonzero = both & (np.abs(true) > COMPARE_TOLERANCE["atol"] * 10)
+        ratio = custom[nonzero] / true[nonzero] if nonzero.any() else np.array([])
+        typical = float(np.median(ratio)) if ratio.size else np.nan
+        zeros_agree = np.allclose(custom[both & ~nonzero], 0.0, atol=COMPARE_TOLERANCE["atol"] * 10)
+        if ratio.size and np.allclose(ratio, typical, rtol=RATIO_TOLERANCE) and zeros_agree:
+            words = _ratio_words(typical)
+            summary = (
+                f"the custom gradient is {words} autodiff: {_fmt(typical)} x {truth} on all {int(both.sum())} "
+                f"points of [{lo:g}, {hi:g}]"
+            )
+        else:
+            gap = np.where(differs, np.abs(custom - true), 0.0)
+            worst = int(np.argmax(gap))
+            summary = (
+                f"the custom gradient differs from {truth} by up to {_fmt(gap[worst])} at x = {_fmt(x[worst])} "
+                f"(on {int(differs.sum())} of {x.size} points: {_where(x, differs, limit=2)})"
+            )
+    text = "; ".join([summary, *parts])
+    if not spec.why.strip():
+        return _result(
+            "vs_autodiff",
+            "warn",
+            f"{text}. No justification documented: overriding a gradient without a stated reason is a pitfall; "
+            "say why in the function's docstring (or justification=...)",
+        )
+    if differs.any() or true_bad.any():
+        return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(spec.why.split())}")
+    return _result("vs_autodiff", "pass", text)
+
+
+def _export_and_reload(model: keras.Model, directory: Path):
+    path = directory / "exported"
+    model.export(str(path), verbose=False)
+    return tf.saved_model.load(str(path))
+
+
+def _gradient_after_reload(
+    name: str, make_layer: Callable[[], keras.layers.Layer], true_call: Callable | None = None
+) -> Check:
+    """Export a model around ``make_layer()`` with ``model.export``, reload it and compare input gradients."""
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.uniform(-2.0, 2.0, size=(8, 4)), tf.float32)
+    inputs = keras.Input(shape=(4,))
+    model = keras.Model(inputs, make_layer()(inputs))
+    want_y, want_grad = value_and_grad(model, x)
+    if want_grad is None:
+        return _result(name, "fail", "the model's input gradient is None before export (see finite)")
+    with tempfile.TemporaryDirectory() as directory:
+        try:
+            # TensorFlow prints the traceback of a gradient it cannot save to stderr: the check reports it
+            with contextlib.redirect_stderr(io.StringIO()):
+                reloaded = _export_and_reload(model, Path(directory))
+        except Exception as error:  # noqa: BLE001
+            cause = error.__cause__ or error
+            return _result(name, "fail", f"model.export raised {_explained(cause)}")
+        got_y, got_grad = value_and_grad(reloaded.serve, x)
+    if got_grad is None:
+        return _result(
+            name, "fail", "after model.export and reload the input gradient is None: the custom gradient was lost"
+        )
+    got, want = got_grad.numpy(), want_grad.numpy()
+    if not np.allclose(got_y.numpy(), want_y.numpy(), **COMPARE_TOLERANCE):
+        return _result(name, "fail", "after model.export and reload the output differs from the original model")
+    if not np.allclose(got, want, **COMPARE_TOLERANCE):
+        gap = float(np.max(np.abs(got - want)))
+        lost = ""
+        if true_call is not None:
+            _, true_grad = value_and_grad(true_call, x)
+            if true_grad is not None and np.allclose(got, true_grad.numpy(), **COMPARE_TOLERANCE):
+                lost = ": it equals autodiff, the custom gradient was lost"
+        return _result(
+            name, "fail", f"after model.export and reload the input gradient differs by up to {_fmt(gap)}{lost}"
+        )
+    same_as_true = ""
+    if true_call is not None:
+        _, true_grad = value_and_grad(true_call, x)
+        if true_grad is not None and np.allclose(want, true_grad.numpy(), **COMPARE_TOLERANCE):
+            same_as_true = " (here the custom gradient equals the true one, so a lost custom gradient would not show)"
+    return _result(
+        name,
+        "pass",
+        f"model.export + tf.saved_model.load: output and input gradient equal the custom ones on 32 inputs{same_as_true}",
+    )
+
+
+@_guarded("saved_model")
+def check_saved_model(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+    user, given = _user(spec), _changed(spec, params)
+    return _gradient_after_reload(
+        "saved_model", lambda: CallsYourFunction(user, given), functools.partial(_true, spec, params)
+    )
+
+
+def _true(spec: ops.OpSpec, params: Mapping[str, float], x: tf.Tensor) -> tf.Tensor:
+    return spec.forward(x, **params)
+
+
+def check_function(
+    op: ops.OpSpec | Callable[..., Any], /, *, time_limit: float = TIME_LIMIT, **params: Any
+) -> list[Check]:
+    """Run :data:`FUNCTION_CHECKS` on a user op (an OpSpec from :func:`ops.from_function`, or the function)."""
+    spec = op if isinstance(op, ops.OpSpec) else ops.from_function(op)
+    _user(spec)
+    resolved = spec.resolve(params)
+    lo, hi = SWEEP_RANGE
+    with _quiet_tensorflow():
+        shared: dict[str, Any] = {}
+
+        def with_sweep(check: Callable[..., Check]) -> Callable[[], Check]:
+            def run() -> Check:
+                if "sweep" not in shared:
+                    shared["sweep"] = sweep(spec, lo, hi, SWEEP_N, params=resolved)
+                return check(spec, resolved, shared["sweep"])
+
+            return run
+
+        plan: Sequence[tuple[str, Callable[[], Check]]] = (
+            ("finite", lambda: check_finite(spec, resolved)),
+            ("shape_dtype", lambda: check_shape_dtype(spec, resolved, call=_caller(spec, resolved))),
+            ("graph", lambda: check_graph(spec, resolved)),
+            (
+                "keras_fit",
+                lambda: check_keras_fit(None, resolved, layer=CallsYourFunction(_user(spec), _changed(spec, resolved))),
+            ),
+            ("special_points", with_sweep(check_special_points)),
+            ("vs_autodiff", with_sweep(check_vs_autodiff)),
+            ("saved_model", lambda: check_saved_model(spec, resolved)),
+        )
+        return [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow():
+    """TensorFlow logs a traceback when it cannot save a gradient, and warns about retracing: the checks say it."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("CRITICAL")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _explain_fail(result: Check) -> Check:
+    """Add the fix for a known error ("keywords arguments only when eager", NumPy, gradient count)."""
+    if result.passed or "Fix:" in result.message:
+        return result
+    hints = [hint for marker, hint in HINTS if marker in result.message]
+    return result if not hints else _result(result.name, "fail", f"{result.message}. Fix: {hints[0]}")
+
+
+# -- layer checks ----------------------------------------------------------------------------------------
+def _registered(layer_class: type) -> bool:
+    name = keras.saving.get_registered_name(layer_class)
+    return keras.saving.get_registered_object(name) is layer_class
+
+
+@_guarded("input_gradient")
+def check_input_gradient(layer_class: type, functions: Sequence[tuple[str, Callable[..., Any]]]) -> Check:
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.uniform(-2.0, 2.0, size=(8, 4)), tf.float32)
+    layer = layer_class()
+    y, grad = value_and_grad(layer, x)
+    if grad is None:
+        return _result("input_gradient", "fail", "the layer's input gradient is None: no gradient reaches its input")
+    output, gradient = y.numpy(), grad.numpy()
+    same_output = []
+    for name, fn in functions:
+        try:
+            fn_y, fn_grad = value_and_grad(fn, x)
+        except Exception:  # noqa: BLE001 - a function that cannot take this input is not the one called
+            continue
+        if fn_y.shape == y.shape and np.allclose(fn_y.numpy(), output, **COMPARE_TOLERANCE):
+            if fn_grad is not None and np.allclose(fn_grad.numpy(), gradient, **COMPARE_TOLERANCE):
+                return _result(
+                    "input_gradient",
+                    "pass",
+                    f"the input gradient equals the custom gradient of {name} on 32 inputs (the output matches it too)",
+                )
+            same_output.append((name, fn_grad))
+    if same_output:
+        name, fn_grad = same_output[0]
+        gap = "None" if fn_grad is None else _fmt(float(np.max(np.abs(fn_grad.numpy() - gradient))))
+        return _result(
+            "input_gradient",
+            "fail",
+            f"the layer's output equals {name}'s but its input gradient does not (differs by up to {gap}): "
+            f"the layer bypasses {name}'s custom gradient",
+        )
+    names = ", ".join(name for name, _ in functions) or "none found"
+    return _result(
+        "input_gradient",
+        "warn",
+        f"the layer's output matches none of the custom-gradient functions of its module ({names}), so its input "
+        "gradient could not be compared; pass op=the_function to compare",
+    )
+
+
+@_guarded("keras_save")
+def check_keras_save(layer_class: type) -> Check:
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.uniform(-2.0, 2.0, size=(8, 4)), tf.float32)
+    inputs = keras.Input(shape=(4,))
+    model = keras.Model(inputs, layer_class()(inputs))
+    want_y, want_grad = value_and_grad(model, x)
+    fix = (
+        f"not registered: decorate {layer_class.__name__} with @keras.saving.register_keras_serializable() "
+        "(and give it get_config if __init__ takes arguments)"
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "model.keras"
+        model.save(path)
+        try:
+            loaded = keras.saving.load_model(path)
+        except Exception as error:  # noqa: BLE001
+            if not _registered(layer_class):
+                first = _error_text(error).split(". ")[0]
+                return _result("keras_save", "warn", f"{fix}; its .keras file does not load ({first})")
+            return _result("keras_save", "fail", f"the .keras file does not load: {_error_text(error)}")
+    got_y, got_grad = value_and_grad(loaded, x)
+    if not np.allclose(got_y.numpy(), want_y.numpy(), **COMPARE_TOLERANCE):
+        return _result("keras_save", "fail", "after .keras save and load the output differs")
+    if (
+        got_grad is None
+        or want_grad is None
+        or not np.allclose(got_grad.numpy(), want_grad.numpy(), **COMPARE_TOLERANCE)
+    ):
+        return _result("keras_save", "fail", "after .keras save and load the input gradient differs")
+    registered = "" if _registered(layer_class) else f" (loaded here, but {fix})"
+    return _result("keras_save", "pass", f".keras save and load: same output and input gradient{registered}")
+
+
+def check_layer(
+    layer_class: type,
+    /,
+    functions: Sequence[tuple[str, Callable[..., Any]]] | None = None,
+    *,
+    time_limit: float = TIME_LIMIT,
+) -> list[Check]:
+    """Run :data:`LAYER_CHECKS` on a ``keras.layers.Layer`` subclass built with no arguments.
+
+    ``functions`` are the ``(name, fn)`` custom-gradient functions it may call (default: those its
+    module defines), for ``input_gradient``.
+    """
+    if not (isinstance(layer_class, type) and issubclass(layer_class, keras.layers.Layer)):
+        raise TypeError(f"expected a keras.layers.Layer subclass, got {layer_class!r}")
+    if functions is None:
+        from explorer import discover
+
+        module = discover.module_of(layer_class)
+        functions = [(f.name, f.obj) for f in discover.members(module).functions] if module else []
+    plan = (
+        ("keras_fit", lambda: check_keras_fit(None, {}, layer=layer_class())),
+        ("input_gradient", lambda: check_input_gradient(layer_class, functions)),
+        ("keras_save", lambda: check_keras_save(layer_class)),
+        ("saved_model", lambda: _guarded("saved_model")(_gradient_after_reload)("saved_model", layer_class)),
+    )
+    with _quiet_tensorflow():
+        return [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]

@@ -1,0 +1,431 @@
+"""Checking code this project did not write: examples/, discovery, the CLI and the pytest guardrail.
+
+The whole of ``examples/`` is checked once per session through the command line
+(``python -m explorer verify examples/ --json``); each test reads its rows. The rest call single
+checks on small hand-written functions, so that the file stays fast.
+"""
+
+import contextlib
+import io
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import keras
+import pytest
+import tensorflow as tf
+
+import ops
+from explorer import discover, testing, usercheck, verify
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "CustomSquareLayer")
+# each broken example and the check that must fail for it, with what its message must name
+BROKEN = {
+    "double_with_summed_grad": ("shape_dtype", ["gradient has shape ()", "no reductions"]),
+    "identity_with_float64_grad": ("shape_dtype", ["gradient dtype is float64", "no casts to another dtype"]),
+    "tanh_with_numpy_grad": ("graph", ["tf.function", "AttributeError", "numpy", "Fix:"]),
+    "scaled_identity": ("graph", ["slope=", "by keyword", "ValueError", "keywords arguments only when eager", "/)"]),
+    "softplus_naive_grad": ("finite", ["float32: the gradient is NaN at x = 100,", "stable formula"]),
+}
+
+
+@pytest.fixture(scope="session")
+def examples_run():
+    """(exit code, {(op, check): row}) of ``python -m explorer verify examples/ --json``."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = verify.main([str(EXAMPLES), "--json"])
+    rows = json.loads(out.getvalue())
+    return code, {(row["op"], row["check"]): row for row in rows}
+
+
+def rows_of(run, op):
+    return {check: row for (name, check), row in run[1].items() if name == op}
+
+
+# -- examples/ ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_verify_examples_exits_1_and_checks_every_function_and_layer(examples_run):
+    code, rows = examples_run
+    assert code == 1  # the pitfalls fail
+    assert {op for op, _ in rows} == {*GOOD, *BROKEN, "clipped_identity"}
+    assert list(rows_of(examples_run, "stable_softplus")) == list(usercheck.FUNCTION_CHECKS)
+    assert list(rows_of(examples_run, "CustomSquareLayer")) == list(usercheck.LAYER_CHECKS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", GOOD)
+def test_good_example_passes(examples_run, op):
+    failed = {check: row["message"] for check, row in rows_of(examples_run, op).items() if not row["passed"]}
+    assert not failed
+
+
+@pytest.mark.slow
+def test_textbook_example_is_half_of_autodiff_and_undocumented(examples_run):
+    row = rows_of(examples_run, "square_with_scaled_grad")["vs_autodiff"]
+    assert row["level"] == "warn"
+    assert "half of autodiff" in row["message"] and "0.5 x the true gradient (numerical)" in row["message"]
+    assert "no justification documented" in row["message"].lower()
+    saved = rows_of(examples_run, "square_with_scaled_grad")["saved_model"]
+    assert saved["level"] == "pass" and "equal the custom ones" in saved["message"]
+
+
+@pytest.mark.slow
+def test_textbook_layer_calls_the_custom_gradient_and_is_not_registered(examples_run):
+    rows = rows_of(examples_run, "CustomSquareLayer")
+    assert "square_with_scaled_grad" in rows["input_gradient"]["message"]
+    assert rows["keras_save"]["level"] == "warn"
+    assert "@keras.saving.register_keras_serializable" in rows["keras_save"]["message"]
+    assert rows["saved_model"]["level"] == "pass"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", list(BROKEN))
+def test_broken_example_fails_the_named_check(examples_run, op):
+    check, names = BROKEN[op]
+    row = rows_of(examples_run, op)[check]
+    assert row["level"] == "fail"
+    for name in names:
+        assert name in row["message"], (name, row["message"])
+
+
+@pytest.mark.slow
+def test_positional_parameter_passes_graph_with_a_new_value_and_the_jump_is_listed(examples_run):
+    rows = rows_of(examples_run, "fast_sigmoid_spike")
+    assert "slope=137.5 positionally" in rows["graph"]["message"]  # halfway from 25 to the range's top, 250
+    assert "x = 0 (jump)" in rows["special_points"]["message"]
+    assert rows["vs_autodiff"]["message"].startswith("intentional:")
+
+
+@pytest.mark.slow
+def test_softplus_pitfall_is_fine_on_the_sweep_range(examples_run):
+    rows = rows_of(examples_run, "softplus_naive_grad")
+    assert rows["vs_autodiff"]["passed"] and rows["graph"]["passed"]
+    assert "x in [-3, 3]" not in rows["finite"]["message"]
+
+
+@pytest.mark.slow
+def test_undocumented_override_warns(examples_run):
+    row = rows_of(examples_run, "clipped_identity")["vs_autodiff"]
+    assert row["level"] == "warn" and "no justification documented" in row["message"].lower()
+    assert all(r["passed"] for r in rows_of(examples_run, "clipped_identity").values())
+
+
+# -- single checks on hand-written functions -----------------------------------------------------------
+@tf.custom_gradient
+def raising_backward(x):
+    def grad(dy):
+        raise RuntimeError("backward exploded")
+
+    return x, grad
+
+
+@tf.custom_gradient
+def none_backward(x):
+    return x * 2.0, lambda dy: None
+
+
+@tf.custom_gradient
+def two_gradients(x):
+    return x, lambda dy: (dy, dy)
+
+
+@tf.custom_gradient
+def naive_log1pexp(x):
+    """log(1 + exp(x)) written naively: the forward itself overflows at x = 100 in float32."""
+    e = tf.exp(x)
+    return tf.math.log(1.0 + e), lambda dy: dy * tf.math.sigmoid(x)
+
+
+@tf.custom_gradient
+def exp_op(x):
+    """exp: its true value at 100 does not fit float16 or float32."""
+    y = tf.exp(x)
+    return y, lambda dy: dy * y
+
+
+@pytest.mark.parametrize(
+    "fn,names",
+    [
+        (raising_backward, ["RuntimeError", "backward exploded"]),
+        (none_backward, ["None"]),
+        (two_gradients, ["expected to return 1 gradients", "returned 2"]),
+    ],
+)
+def test_a_broken_backward_fails_finite_and_names_why(fn, names):
+    result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(fn), {}))
+    assert result.level == "fail"
+    for name in names:
+        assert name in result.message
+
+
+def test_a_forward_overflow_with_a_representable_true_value_fails():
+    result = usercheck.check_finite(ops.from_function(naive_log1pexp), {})
+    assert result.level == "fail"
+    assert "float32: the forward overflows to inf at x = 100" in result.message
+    assert "100" in result.message.split("true value")[1]  # log(1 + e^100) = 100 fits float32
+
+
+def test_a_forward_overflow_of_an_unrepresentable_value_is_only_noted():
+    result = usercheck.check_finite(ops.from_function(exp_op), {})
+    assert result.level == "pass"
+    assert "noted" in result.message and "float32 forward overflows" in result.message
+
+
+def test_a_hung_check_fails_within_the_time_limit():
+    @tf.custom_gradient
+    def slow_backward(x):
+        def grad(dy):
+            time.sleep(3.0)
+            return dy
+
+        return x, grad
+
+    start = time.perf_counter()
+    result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(slow_backward), {}), 0.3)
+    assert time.perf_counter() - start < 2.0
+    assert result.level == "fail" and "TimeoutError" in result.message and "0.3 s" in result.message
+
+
+def test_run_limited_turns_any_exception_into_a_failed_check():
+    def boom():
+        raise SystemExit(3)
+
+    result = usercheck.run_limited("graph", boom)
+    assert result.name == "graph" and result.level == "fail" and "SystemExit" in result.message
+
+
+def test_declared_points_that_disagree_with_the_data_warn():
+    @tf.custom_gradient
+    def step(x):
+        """A step at 0.5 with a straight-through backward."""
+        return tf.cast(x > 0.5, x.dtype), lambda dy: dy
+
+    listed = usercheck.check_special_points(ops.from_function(step), {})
+    assert listed.level == "pass" and "x = 0.5 (jump)" in listed.message and "none declared" in listed.message
+    wrong = usercheck.check_special_points(ops.from_function(step, points=[(0.0, "jump")]), {})
+    assert wrong.level == "warn"
+    assert "detected but not declared: x = 0.5 (jump)" in wrong.message
+    assert "declared but not detected: x = 0 (jump)" in wrong.message
+
+
+def test_a_declared_forward_that_is_not_the_functions_forward_fails_vs_autodiff():
+    spec = ops.from_function(exp_op, forward=lambda x: x * x)
+    result = usercheck.check_vs_autodiff(spec, {})
+    assert result.level == "fail" and "declared forward differs" in result.message
+
+
+@keras.saving.register_keras_serializable(package="tests")
+class RegisteredSquare(keras.layers.Layer):
+    def call(self, inputs):
+        return square_for_layers(inputs)
+
+
+class BypassingSquare(keras.layers.Layer):
+    def call(self, inputs):
+        return inputs * inputs  # forgets the custom gradient
+
+
+@tf.custom_gradient
+def square_for_layers(x):
+    return x * x, lambda dy: dy * x
+
+
+def test_a_registered_layer_saves_and_loads():
+    result = usercheck.check_keras_save(RegisteredSquare)
+    assert result.level == "pass" and "same output and input gradient" in result.message
+
+
+def test_a_layer_that_bypasses_the_custom_gradient_fails_input_gradient():
+    functions = [("square_for_layers", square_for_layers)]
+    assert usercheck.check_input_gradient(RegisteredSquare, functions).level == "pass"
+    result = usercheck.check_input_gradient(BypassingSquare, functions)
+    assert result.level == "fail" and "bypasses square_for_layers" in result.message
+
+
+# -- discovery --------------------------------------------------------------------------------------------
+def write(tmp_path, name, source):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_discover_finds_module_level_functions_and_layers_only(tmp_path):
+    path = write(
+        tmp_path,
+        "mine_a.py",
+        """
+        import tensorflow as tf
+        from examples.softplus import stable_softplus  # imported: not this module's
+
+        def helper(x):
+            return x
+
+        @tf.custom_gradient
+        def mine(x):
+            return x, lambda dy: dy
+
+        class MyLayer(tf.keras.layers.Layer):
+            def call(self, inputs):
+                return mine(inputs)
+        """,
+    )
+    found = discover.discover(path)
+    assert [f.name for f in found.functions] == ["mine"] and [f.name for f in found.layers] == ["MyLayer"]
+    assert not found.errors
+
+
+def test_discover_a_module_name_and_a_directory():
+    by_name = discover.discover("examples.square")
+    assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
+    directory = discover.discover(EXAMPLES)
+    assert len(directory.functions) == 9 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
+    assert not directory.errors
+
+
+@pytest.mark.parametrize(
+    "target,error,says",
+    [
+        ("no_such_dir/mine.py", "FileNotFoundError", "no such file"),
+        ("no_such_module_xyz", "ModuleNotFoundError", "no_such_module_xyz"),
+    ],
+)
+def test_discover_reports_missing_targets_as_values(target, error, says):
+    (problem,) = discover.discover(target).errors
+    assert problem.error == error and says in problem.message
+
+
+def test_discover_reports_import_errors_and_empty_modules(tmp_path):
+    broken = write(tmp_path, "broken_mod.py", "import tensorflow as tf\nraise RuntimeError('cannot load this')\n")
+    (problem,) = discover.discover(broken).errors
+    assert (problem.error, problem.message) == ("RuntimeError", "cannot load this")
+    empty = write(tmp_path, "empty_mod.py", "def helper(x):\n    return x\n")
+    (problem,) = discover.discover(empty).errors
+    assert problem.error == "NothingToCheck" and "@tf.custom_gradient" in problem.message
+
+
+# -- the command line on bad input: one line, exit 2, no traceback -------------------------------------------
+@pytest.mark.parametrize(
+    "source,says",
+    [
+        (None, "no such file"),
+        ("raise ImportError('missing dependency foo')\n", "ImportError: missing dependency foo"),
+        ("def helper(x):\n    return x\n", "no module-level @tf.custom_gradient"),
+        (
+            "import tensorflow as tf\n@tf.custom_gradient\ndef f(x, y):\n    return x * y, lambda dy: (dy, dy)\n",
+            "positional input 'y' besides x",
+        ),
+        (
+            "import tensorflow as tf\n@tf.custom_gradient\ndef f(x, mode='fast'):\n    return x, lambda dy: dy\n",
+            "non-numeric default 'fast'",
+        ),
+    ],
+)
+def test_cli_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, source, says):
+    path = tmp_path / "target_mod.py"
+    if source is not None:
+        path.write_text(source)
+    assert verify.main([str(path)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+    assert "Traceback" not in captured.err + captured.out and captured.out == ""
+
+
+def test_cli_through_python_dash_m_explorer(tmp_path, capsys):
+    from explorer.__main__ import main
+
+    assert main(["verify", str(tmp_path / "missing.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+# -- the pytest guardrail ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_assert_custom_gradient_passes_a_good_function_and_layer():
+    from examples.softplus import stable_softplus
+    from examples.square import CustomSquareLayer
+
+    results = testing.assert_custom_gradient(stable_softplus)
+    assert [r.name for r in results] == list(usercheck.FUNCTION_CHECKS)
+    layer_results = testing.assert_custom_gradient(CustomSquareLayer)  # its keras_save warning is allowed
+    assert any(r.level == "warn" for r in layer_results)
+
+
+@pytest.mark.slow
+def test_assert_custom_gradient_lists_each_failed_check():
+    from examples.pitfall_reduce_sum import double_with_summed_grad
+
+    with pytest.raises(AssertionError) as error:
+        testing.assert_custom_gradient(double_with_summed_grad)
+    text = str(error.value)
+    assert text.startswith("double_with_summed_grad:")
+    assert "\n  shape_dtype: " in text and "gradient has shape ()" in text
+
+
+def test_testing_does_not_import_streamlit():
+    source = Path(testing.__file__).read_text() + Path(usercheck.__file__).read_text()
+    assert "streamlit" not in source.replace("Nothing here imports streamlit", "")
+
+
+@pytest.mark.slow
+def test_checker_rows_have_the_check_record_fields(examples_run):
+    for row in examples_run[1].values():
+        assert set(row) == {"op", "check", "level", "passed", "message"}
+        assert row["level"] in verify.LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
+
+
+@pytest.mark.slow
+def test_a_gradient_that_cannot_be_saved_names_the_cause(examples_run):
+    row = rows_of(examples_run, "tanh_with_numpy_grad")["saved_model"]
+    assert row["level"] == "fail" and "model.export raised AttributeError" in row["message"]
+
+
+def test_verify_check_runs_the_user_checks_on_a_user_op(monkeypatch):
+    calls = []
+
+    def fake(spec, /, **params):
+        calls.append((spec.key, params))
+        return [verify.Check("finite", True, "ok")]
+
+    monkeypatch.setattr(usercheck, "check_function", fake)
+    spec = ops.from_function(exp_op)
+    assert verify.check(spec) == [verify.Check("finite", True, "ok")]
+    assert calls == [("exp_op", {})]
+
+
+def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
+    def function_checks(spec, /, **params):
+        return [verify.Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
+
+    def layer_checks(layer_class, functions=None, **kwargs):
+        assert [name for name, _ in functions] == ["square_with_scaled_grad"]
+        return [verify.Check("keras_save", True, "not registered", "warn")]
+
+    monkeypatch.setattr(usercheck, "check_function", function_checks)
+    monkeypatch.setattr(usercheck, "check_layer", layer_checks)
+    assert verify.main([str(EXAMPLES / "square.py")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["op", "check", "result", "message"]
+    assert lines[1].split()[:3] == ["square_with_scaled_grad", "vs_autodiff", "warn"]
+    assert lines[2].split()[:3] == ["CustomSquareLayer", "keras_save", "warn"]
+    assert lines[-1].startswith("2 op(s), 2 checks: 0 pass, 2 warn, 0 fail")
+
+
+def test_cli_refuses_targets_and_op_together(capsys):
+    assert verify.main([str(EXAMPLES), "--op", "atan"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_assert_custom_gradient_refuses_a_layer_instance_and_a_plain_function():
+    with pytest.raises(TypeError, match="class RegisteredSquare, not an instance"):
+        testing.assert_custom_gradient(RegisteredSquare())
+    with pytest.raises(TypeError, match="@tf.custom_gradient"):
+        testing.assert_custom_gradient(lambda x: x)
+
+
+def test_a_layer_of_your_function_explains_how_to_save_it():
+    layer = ops.SurrogateLayer(ops.from_function(exp_op))
+    with pytest.raises(NotImplementedError, match="register_keras_serializable"):
+        layer.get_config()
