@@ -15,8 +15,6 @@ sampled curve jumps, bends or is not finite), ``explorer.points``, ``explorer.me
 
 
 import importlib
-import sys
-import types
 
 # Imported on first use (PEP 562), so that ``gradient-explorer run`` and ``--help`` start without TensorFlow.
 _EXPORTS = {
@@ -42,16 +40,3 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return sorted([*globals(), *_EXPORTS])
 
-
-class _Package(types.ModuleType):
-    """Importing the submodule ``explorer.metrics`` (``from explorer.metrics import ...``, or a lazy export
-    of it) makes Python set the package attribute ``metrics`` to that module, hiding the exported function
-    of the same name: keep the function."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType) and value.__name__ == _EXPORTS[name]:
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -299,12 +299,3 @@ def test_package_exports_the_computation_functions():
     assert explorer.special_points(result)["x"].tolist() == [0.0]
     assert explorer.metrics(result)["peak"].iloc[0] == pytest.approx(1.0)  # alpha / 2 at the threshold
 
-
-def test_package_export_metrics_stays_the_function_after_its_module_is_imported():
-    import importlib
-
-    import explorer
-
-    importlib.import_module("explorer.metrics")  # as `from explorer.metrics import metrics_table` does
-    assert callable(explorer.metrics) and explorer.metrics.__name__ == "metrics"
-    assert explorer.metrics_table.__name__ == "metrics_table"
