@@ -243,9 +243,14 @@ def module_source(op: str | ops.OpSpec, /, **params: Any) -> str:
         forward_source=expr.to_python_source(f.forward),
         **gradient,
         custom=f"_{f.function_name}_custom",
+        # positional-only with defaults: the parameters are tensors in graph mode, and the function
+        # loads as an op with parameters (explorer.loaded, ops.from_function)
+        custom_params=", ".join(["x", *(f"{name}={f.params[p.name]!r}" for name, p in zip(names, f.spec.params, strict=True))])
+        + (", /" if names else ""),
         function=f.function_name,
         defaults="".join(f", {name}={f.params[p.name]!r}" for name, p in zip(names, f.spec.params, strict=True)),
         title=_docstring_text(f.spec.title),
+        title_literal=repr(str(f.spec.title)),
         range_checks="\n".join(f"_check_range({name!r}, {name})" for name in names),
         tensor_params="".join(f", _as_tensor({name}, compute)" for name in names),
         layer=f.layer_name,

@@ -450,7 +450,11 @@ def main_figure(
     drawn = _thin(table)
     curves = {column: _curve(result, shown, column, table, drawn) for column in SERIES}
     panels: list[tuple[str, ...]] = [("forward",), ("true_grad", "custom_grad")] if overlay else [(c,) for c in SERIES]
-    titles = ["Forward", "True and custom gradient"] if overlay else [PANEL_TITLES[c] for c in SERIES]
+    # the true gradient's name says how it was obtained: "(autodiff)", or "(numerical)" for a user op
+    # without a declared forward (ops.user: a central difference of its forward values)
+    series_names = {**SERIES_NAMES, "true_grad": result.true_gradient_label}
+    panel_titles = {**PANEL_TITLES, "true_grad": result.true_gradient_label.capitalize()}
+    titles = ["Forward", "True and custom gradient"] if overlay else [panel_titles[c] for c in SERIES]
     fig = make_subplots(
         rows=1,
         cols=len(panels),
@@ -535,11 +539,11 @@ def main_figure(
             undeclared_shown = True
         # curves, then markers on top
         for curve in panel_curves:
-            name = SERIES_NAMES[curve.column]
+            name = series_names[curve.column]
             fig.add_trace(_line_trace(curve, name, SERIES_COLOURS[curve.column], curve.column), row=1, col=col)
         for curve in panel_curves:
             for trace in _marker_traces(
-                curve, SERIES_NAMES[curve.column], SERIES_COLOURS[curve.column], "at-point", "one-sided-limit"
+                curve, series_names[curve.column], SERIES_COLOURS[curve.column], "at-point", "one-sided-limit"
             ):
                 fig.add_trace(trace, row=1, col=col)
                 has_marks = True
@@ -551,7 +555,7 @@ def main_figure(
                 continue
             mid = [float(x_full[(a + b) // 2]) for a, b in runs]
             text = [
-                f"{SERIES_NAMES[curve.column]} is inf/NaN on x in [{_fmt(x_full[a])}, {_fmt(x_full[b])}]"
+                f"{series_names[curve.column]} is inf/NaN on x in [{_fmt(x_full[a])}, {_fmt(x_full[b])}]"
                 for a, b in runs
             ]
             fig.add_trace(

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ops
-from explorer import expr
+from explorer import expr, loaded
 from explorer.sweeps import MAX_ABS_X, MAX_N, MIN_N
 
 DEFAULT_OP = "ste_sign"
@@ -60,14 +60,14 @@ class ExploreState:
 
     @property
     def spec(self) -> ops.OpSpec:
-        return ops.get(self.op)
+        return loaded.get(self.op)  # a built-in, or an op loaded from GRADIENT_EXPLORER_OPS
 
     def resolved_params(self) -> dict[str, float]:
         return {**self.spec.defaults(), **self.params}
 
     def with_op(self, key: str) -> ExploreState:
         """Switch op: its parameters start at their defaults; the compare parameter follows."""
-        spec = ops.get(key)
+        spec = loaded.get(key)
         names = spec.param_names
         compare_param = self.compare_param if self.compare_param in names else (names[0] if names else "")
         values = self.compare_values if compare_param == self.compare_param else default_compare_values(spec, compare_param)
@@ -122,10 +122,10 @@ def from_query(query: Mapping[str, Any]) -> tuple[ExploreState, list[str]]:
     op = text("op")
     state = base
     if op is not None:
-        if op in ops.names():
+        if op in loaded.names():
             state = base.with_op(op)
         else:
-            notices.append(f"Unknown op '{op}' in the URL; showing '{DEFAULT_OP}'. Valid ops: {', '.join(ops.names())}.")
+            notices.append(f"Unknown op '{op}' in the URL; showing '{DEFAULT_OP}'. Valid ops: {', '.join(loaded.names())}.")
     spec = state.spec
 
     params: dict[str, float] = {}
@@ -202,8 +202,9 @@ def _compare_from_query(state: ExploreState, text, notices: list[str]) -> Explor
     raw_ops = text("cmp_ops")
     if raw_ops is not None:
         keys = [k.strip() for k in raw_ops.split(",") if k.strip()]
-        bad = [k for k in keys if k not in ops.names()]
-        good = list(dict.fromkeys(k for k in keys if k in ops.names()))[:MAX_COMPARE]
+        known = loaded.names()
+        bad = [k for k in keys if k not in known]
+        good = list(dict.fromkeys(k for k in keys if k in known))[:MAX_COMPARE]
         if bad:
             notices.append(f"Ignored unknown op(s) in 'cmp_ops': {', '.join(bad)}.")
         if good:

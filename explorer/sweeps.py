@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ Evaluator = Callable[..., tuple[tf.Tensor, ...]]
 _BUILTIN_FUNCTIONS: dict[tuple[str, str], Evaluator] = {}
 _USER_FUNCTIONS: OrderedDict[tuple[ops.OpSpec, str], Evaluator] = OrderedDict()
 _TRACES: dict[tuple[int, str], int] = {}
+_EAGER: weakref.WeakSet[ops.OpSpec] = weakref.WeakSet()  # user ops swept eagerly (run_eagerly)
 GRID_CACHE_SIZE = 8  # grids (with their tensors) kept for reuse: 8 MB each at 1M float32 points
 
 
@@ -121,7 +123,7 @@ def _is_registered(spec: ops.OpSpec) -> bool:
         return False
 
 
-def _build(spec: ops.OpSpec, dtype: str) -> Evaluator:
+def _build(spec: ops.OpSpec, dtype: str, compiled: bool = True) -> Evaluator:
     names = spec.param_names
     trace_key = (id(spec), dtype)
     x_dtype = tf.as_dtype(dtype)
@@ -147,6 +149,8 @@ def _build(spec: ops.OpSpec, dtype: str) -> Evaluator:
     # TensorFlow's "frequent retracing" warning counts traces per code object, so the closures
     # for 26 ops x 4 dtypes would look like one function retracing: give each its own code object.
     evaluate.__code__ = evaluate.__code__.replace(co_name=f"sweep_{spec.key}_{dtype}")
+    if not compiled:
+        return evaluate
     return tf.function(
         evaluate,
         input_signature=[
@@ -167,6 +171,8 @@ def evaluator(op: str | ops.OpSpec, dtype: str = "float32") -> Evaluator:
     """
     spec = ops.get(op)
     dtype = validate_dtype(dtype)
+    if spec in _EAGER:
+        return _build(spec, dtype, compiled=False)
     if _is_registered(spec):
         key = (spec.key, dtype)
         if key not in _BUILTIN_FUNCTIONS:
@@ -180,6 +186,20 @@ def evaluator(op: str | ops.OpSpec, dtype: str = "float32") -> Evaluator:
         while len(_USER_FUNCTIONS) > USER_CACHE_SIZE:
             _USER_FUNCTIONS.popitem(last=False)
     return _USER_FUNCTIONS[user_key]
+
+
+def run_eagerly(spec: ops.OpSpec) -> None:
+    """Sweep this (user) op eagerly from now on: for a function that fails inside ``tf.function``
+    (NumPy in its backward), so that it can still be seen; slower, but the same numbers."""
+    if _is_registered(spec):
+        raise ValueError(f"built-in op {spec.key!r} runs compiled; run_eagerly is for user ops")
+    _EAGER.add(spec)
+    for dtype in ops.DTYPES:
+        _USER_FUNCTIONS.pop((spec, dtype), None)
+
+
+def is_eager(spec: ops.OpSpec) -> bool:
+    return spec in _EAGER
 
 
 def trace_count(op: str | ops.OpSpec, dtype: str | None = None) -> int:

@@ -127,7 +127,8 @@ def test_module_imports_only_tensorflow_keras_numpy(key):
 
 @pytest.mark.parametrize("key", ["atan", "leaky_clip", "my_spike"])
 def test_custom_gradient_function_takes_parameters_positionally(key):
-    """The decorated function has only positional parameters and is never called with keywords."""
+    """The decorated function has only positional parameters (positional-only with the exported defaults when
+    it has any, so that GRADIENT_EXPLORER_OPS loads it as an op) and is never called with keywords."""
     op = user_op(key) if key in USER_OPS else key
     tree = ast.parse(export.module_source(op))
     decorated = [
@@ -139,7 +140,8 @@ def test_custom_gradient_function_takes_parameters_positionally(key):
     assert len(decorated) == 1
     function = decorated[0]
     spec = ops.get(op)
-    assert [a.arg for a in function.args.args] == ["x", *spec.param_names]
+    assert [a.arg for a in function.args.posonlyargs + function.args.args] == ["x", *spec.param_names]
+    assert len(function.args.defaults) == len(spec.param_names)
     assert not function.args.kwonlyargs and function.args.vararg is None and function.args.kwarg is None
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == function.name]
     assert calls and all(not call.keywords for call in calls)

@@ -1,0 +1,145 @@
+"""explorer.loaded: the ops of GRADIENT_EXPLORER_OPS, keys, load errors, guarded sweeps, the export round trip."""
+
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ops
+from explorer import export, loaded, sweeps
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def examples():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(loaded.OPS_ENV, f"{EXAMPLES}, no_such_module_for_tests")
+        loaded.reset()
+        yield loaded.current()
+    loaded.reset()
+
+
+def test_examples_load_by_function_name_with_their_layer_and_the_missing_module(examples):
+    assert set(examples.ops) == {
+        "square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "identity_with_float64_grad",
+        "scaled_identity", "tanh_with_numpy_grad", "double_with_summed_grad", "softplus_naive_grad",
+        "clipped_identity",
+    }  # fmt: skip
+    assert examples.ops["square_with_scaled_grad"].module == "square"
+    assert examples.layers["CustomSquareLayer"].op_key == "square_with_scaled_grad"
+    [error] = examples.errors
+    assert (error.target, error.error) == ("no_such_module_for_tests", "ModuleNotFoundError")
+    # the built-in registry is untouched; the pages' lookup knows both
+    assert len(ops.names()) == 26 and "square_with_scaled_grad" not in ops.names()
+    assert loaded.names()[:26] == ops.names() and loaded.get("square_with_scaled_grad").family == "yours"
+    with pytest.raises(KeyError, match="square_with_scaled_grad"):
+        loaded.get("not_an_op")
+
+
+def test_square_sweeps_to_the_numpy_reference(examples):
+    result = loaded.sweep("square_with_scaled_grad", -2.0, 2.0, 401)
+    x = result["x"].to_numpy(np.float64)
+    np.testing.assert_allclose(result["forward"], x * x, rtol=1e-6)
+    np.testing.assert_allclose(result["custom_grad"], x, rtol=1e-6, atol=1e-7)  # half of 2x, on purpose
+    np.testing.assert_allclose(result["true_grad"], 2 * x, rtol=1e-4, atol=1e-4)  # numerical
+    assert result.true_gradient_label == "true gradient (numerical)"
+
+
+def test_numpy_backward_is_swept_eagerly_and_the_graph_failure_is_kept(examples):
+    result = loaded.sweep("tanh_with_numpy_grad", -2.0, 2.0, 201)
+    x = result["x"].to_numpy(np.float64)
+    np.testing.assert_allclose(result["custom_grad"], 1 - np.tanh(x) ** 2, rtol=1e-5, atol=1e-6)
+    assert sweeps.is_eager(loaded.get("tanh_with_numpy_grad"))
+    assert "numpy" in loaded.graph_failure("tanh_with_numpy_grad") and "Fix:" in loaded.graph_failure("tanh_with_numpy_grad")
+    assert loaded.graph_failure("square_with_scaled_grad") is None
+    assert "slope" in loaded.keyword_note("scaled_identity") and loaded.keyword_note("square_with_scaled_grad") is None
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [("double_with_summed_grad", "gradient has shape ()"), ("identity_with_float64_grad", "gradient has dtype float64")],
+)
+def test_wrong_shape_or_dtype_is_a_user_op_error_naming_it(examples, key, words):
+    with pytest.raises(loaded.UserOpError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        loaded.sweep(key)
+
+
+def _module(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+BAD_OPS = """
+    import time
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def raises_in_forward(x):
+        raise RuntimeError("boom in forward")
+
+    @tf.custom_gradient
+    def nan_everywhere(x):
+        return x * float("nan"), lambda dy: dy
+
+    @tf.custom_gradient
+    def hangs(x):
+        time.sleep(1.5)
+        return x, lambda dy: dy
+
+    @tf.custom_gradient
+    def atan(x):
+        return x, lambda dy: dy
+"""
+
+
+def test_bad_ops_fail_with_a_message_and_clashing_names_are_qualified(tmp_path):
+    _module(tmp_path, "bad_ops", BAD_OPS)
+    _module(tmp_path, "other", "import tensorflow as tf\n\n@tf.custom_gradient\ndef hangs(x):\n    return x, lambda dy: dy\n")
+    _module(tmp_path, "broken", "import tensorflow as tf\nraise ImportError('a missing dependency')\n")
+    result = loaded.load("bad_ops.py,other.py,broken.py,gone.py", cwd=tmp_path)
+    assert {"raises_in_forward", "nan_everywhere", "bad_ops.hangs", "other.hangs", "bad_ops.atan"} == set(result.ops)
+    assert [(e.target, e.error) for e in result.errors] == [("broken.py", "ImportError"), ("gone.py", "FileNotFoundError")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loaded, "_CURRENT", {"loaded": result})
+        patch.setattr(loaded, "_FAILURES", type(loaded._FAILURES)())
+        with pytest.raises(loaded.UserOpError, match="forward raised RuntimeError: boom in forward"):
+            loaded.sweep("raises_in_forward")
+        with pytest.raises(loaded.UserOpError, match="output is NaN on every one"):
+            loaded.sweep("nan_everywhere")
+        with pytest.raises(loaded.UserOpError, match="did not finish within 0.5 s"):
+            loaded.sweep("bad_ops.hangs", time_limit=0.5)
+        start = time.perf_counter()
+        with pytest.raises(loaded.UserOpError, match="did not finish"):  # remembered: not run again
+            loaded.sweep("bad_ops.hangs", time_limit=0.5)
+        assert time.perf_counter() - start < 0.2
+        np.testing.assert_array_equal(loaded.sweep("other.hangs", -1.0, 1.0, 11)["custom_grad"], np.ones(11))
+    for thread in threading.enumerate():  # the abandoned sweep: let it end before the interpreter does
+        if thread.name == "loaded-op":
+            thread.join(5)
+
+
+def test_an_exported_op_loads_back_with_the_same_curves(tmp_path):
+    params = {"alpha": 3.5}
+    _module(tmp_path, "atan_export", export.module_source("atan", **params))
+    result = loaded.load("atan_export.py", cwd=tmp_path)
+    assert not result.errors
+    [key] = result.ops
+    assert key == "atan_export.atan"  # "atan" is a built-in key
+    spec = result.ops[key].spec
+    assert spec.true_gradient == "autodiff" and spec.param_names == ("alpha", "threshold")
+    assert result.layers["AtanLayer"].op_key == key
+    mine = sweeps.sweep(spec, -3.0, 3.0, 1001, params=params)
+    builtin = sweeps.sweep("atan", -3.0, 3.0, 1001, params=params)
+    for column in ("x", "forward", "true_grad", "custom_grad"):
+        np.testing.assert_allclose(mine[column], builtin[column], rtol=1e-6, atol=1e-7, err_msg=column)
+    assert list(mine["point"]) == list(builtin["point"])
+    # a slider value other than the exported one: still the same curve
+    other = {"alpha": 2.0}  # the declared points are those of the export: keep its threshold
+    np.testing.assert_allclose(
+        sweeps.sweep(spec, params=other)["custom_grad"], sweeps.sweep("atan", params=other)["custom_grad"], rtol=1e-6
+    )
