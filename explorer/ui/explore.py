@@ -13,11 +13,11 @@ import pandas as pd
 import streamlit as st
 
 import ops
-from explorer import figures
+from explorer import figures, loaded
 from explorer import state as url_state
 from explorer.measures import metrics_table
 from explorer.points import display_table, special_points
-from explorer.sweeps import sweep
+from explorer.ui import yours
 from explorer.ui.widgets import literal, show_formulas
 
 STATE_KEY = "explore.state"
@@ -38,7 +38,8 @@ MAX_CACHED_SWEEPS = 32
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float):
     """Sweep and special points for one set of inputs (every input is part of the cache key)."""
-    result = sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
+    # loaded.sweep: a built-in as sweep(); a loaded op guarded (time limit, probe, eager fallback)
+    result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
     return result, special_points(result)
 
 
@@ -130,8 +131,14 @@ def _on_reset() -> None:
 
 # -- widgets ---------------------------------------------------------------------------------------------
 def _op_label(key: str) -> str:
-    spec = ops.get(key)
-    return f"{FAMILY_LABELS[spec.family]} · {spec.title} ({key})"
+    spec = loaded.get(key)
+    return f"{_family_label(key)} · {spec.title}" + ("" if loaded.is_loaded(key) else f" ({key})")
+
+
+def _family_label(key: str) -> str:
+    """"Spike", ...; "Yours · module" for an op loaded from GRADIENT_EXPLORER_OPS (its group in the picker)."""
+    module = loaded.module_of(key)
+    return f"Yours · {module}" if module is not None else FAMILY_LABELS[loaded.get(key).family]
 
 
 def _param_widget(op: str, param: ops.Param) -> None:
@@ -158,7 +165,7 @@ def _sidebar() -> url_state.ExploreState:
     _seed_widgets(current)
     with st.sidebar:
         st.header("Op")
-        keys = [spec.key for family in ops.by_family().values() for spec in family]
+        keys = [spec.key for family in ops.by_family().values() for spec in family] + list(loaded.current().ops)
         st.selectbox(
             "Surrogate op (type to search)",
             keys,
@@ -166,10 +173,11 @@ def _sidebar() -> url_state.ExploreState:
             key="w.op",
             on_change=_on_op_change,
             help="Ops are grouped by family: spike surrogates, sign and quantiser estimators, clipping, "
-            "intentional overrides, numerically stable gradients.",
+            "intentional overrides, numerically stable gradients; \"Yours\" are the functions loaded from "
+            "GRADIENT_EXPLORER_OPS when the server started.",
         )
         op = st.session_state["w.op"]
-        spec = ops.get(op)
+        spec = loaded.get(op)
         _seed_widgets(st.session_state[STATE_KEY] if st.session_state[STATE_KEY].op == op else current.with_op(op))
         if spec.params:
             st.subheader("Parameters")
@@ -224,9 +232,16 @@ def _sidebar() -> url_state.ExploreState:
 # -- main area ---------------------------------------------------------------------------------------------
 def _header(spec: ops.OpSpec) -> None:
     st.title(spec.title)
-    st.caption(f"`{spec.key}` · {FAMILY_LABELS[spec.family]} family")
-    show_formulas(spec)
-    why = spec.why.replace("*", "\\*")  # formulas like pi*alpha*x are text, not markdown emphasis
+    st.caption(f"`{spec.key}` · {_family_label(spec.key)}" + ("" if loaded.is_loaded(spec.key) else " family"))
+    if spec.forward_tex:
+        show_formulas(spec)
+    else:  # a loaded function: its code is the formula
+        st.markdown(
+            f"Your own `@tf.custom_gradient` function. The {spec.true_gradient_label} is "
+            + ("autodiff of the forward you declared." if spec.true_gradient == "autodiff"
+               else "a float64 central difference of your forward's values (no plain forward declared).")
+        )
+    why = spec.why.replace("*", "\\*") or "None documented (a docstring would be one; the vs_autodiff check warns)."  # formulas like pi*alpha*x are text, not markdown emphasis
     st.info(f"**Why.** {why}\n\n**From.** {spec.reference}")
 
 
@@ -245,7 +260,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
     if mode == "ops":
         chosen = st.multiselect(
             "Ops to overlay",
-            ops.names(),
+            loaded.names(),
             key="w.cmp_ops",
             max_selections=url_state.MAX_COMPARE,
             format_func=_op_label,
@@ -271,7 +286,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         st.caption("Pick at least one op or value to compare.")
         return state
     try:
-        resolved = tuple((key, tuple(sorted(ops.get(key).resolve(p).items()))) for key, p in runs)
+        resolved = tuple((key, tuple(sorted(loaded.get(key).resolve(p).items()))) for key, p in runs)
         figure, table = cached_compare(resolved, tuple(labels), state.lo, state.hi, state.n, state.dtype, state.upstream)
     except ValueError as error:
         st.error(f"Cannot compare: {literal(error)}")
@@ -291,12 +306,16 @@ def page() -> None:
         st.warning(literal(notice), icon="⚠️")
 
     spec = state.spec
+    yours.load_errors()
     _header(spec)
     st.toggle("Overlay true and custom gradient on one axis", key="w.overlay")
     state = replace(state, overlay=bool(st.session_state["w.overlay"]))
 
     try:
         result, points = cached_view(*_key(state))
+    except loaded.UserOpError as error:
+        st.error(f"**Your op failed.** {literal(error)}. Other ops and every control still work.", icon="🛑")
+        result = points = None
     except ValueError as error:
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
         result = points = None
@@ -304,6 +323,7 @@ def page() -> None:
     if result is not None:
         figure = cached_main_figure(*_key(state), state.overlay)
         st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
+        yours.graph_notes(spec.key)
         undeclared = points[points["status"] == "undeclared"]
         for row in undeclared.itertuples():
             st.warning(f"Undeclared special point at x = {row.x:.6g}: {row.note}", icon="⚠️")
@@ -319,6 +339,8 @@ def page() -> None:
         st.subheader("Metrics")
         st.dataframe(cached_metrics(*_key(state)), hide_index=True)
 
+    if loaded.is_loaded(spec.key):
+        yours.checks(spec.key, state.resolved_params())
     state = _compare_section(state)
 
     if result is not None:
