@@ -1,0 +1,151 @@
+"""The Explore and Train pages with your own ops: GRADIENT_EXPLORER_OPS pointing at examples/ (AppTest, no browser)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import loaded
+from tests.test_explore_page import _trace, _values
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+TIMEOUT = 120
+MISSING = "no_such_module_for_the_page"
+# what each example shows: a figure, or a message naming the problem in its place
+FAILS_WITH = {
+    "double_with_summed_grad": "gradient has shape ()",
+    "identity_with_float64_grad": "gradient has dtype float64",
+}
+
+
+@pytest.fixture(scope="module")
+def examples_env():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(loaded.OPS_ENV, f"examples,{MISSING}")
+        patch.chdir(ROOT)
+        loaded.reset()
+        yield loaded.current()
+    loaded.reset()
+
+
+def _app(query: dict[str, str] | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def _figure(app: AppTest, key: str = "main_figure") -> dict:
+    chart = next(c for c in app.get("plotly_chart") if c.proto.id and key in c.proto.id or c.key == key)
+    return json.loads(chart.proto.spec)
+
+
+@pytest.fixture(scope="module")
+def square_app(examples_env) -> AppTest:
+    return _app({"op": "square_with_scaled_grad"})
+
+
+def test_a_missing_module_is_reported_and_the_page_works(square_app):
+    assert not square_app.exception
+    [error] = [e.value for e in square_app.error]
+    assert MISSING.replace("_", "\\_") in error and "ModuleNotFoundError" in error
+
+
+def test_square_shows_its_numerical_true_gradient_and_half_of_it(square_app):
+    app = square_app
+    assert app.title[0].value == "square_with_scaled_grad"
+    assert any("Yours · square" in c.value for c in app.caption)
+    figure = _figure(app)
+    titles = [a["text"] for a in figure["layout"]["annotations"]]
+    assert "True gradient (numerical)" in titles
+    true = _trace(figure, "true gradient (numerical)")
+    custom = _trace(figure, "custom gradient")
+    x = _values(custom, "x")
+    np.testing.assert_allclose(_values(custom, "y"), x, rtol=1e-6, atol=1e-6)  # 0.5 * 2x
+    np.testing.assert_allclose(_values(true, "y"), 2 * _values(true, "x"), rtol=1e-3, atol=1e-3)
+    assert app.query_params["op"] == "square_with_scaled_grad"
+
+
+def test_the_checks_appear_once_done(square_app):
+    app = square_app
+    loaded.checks("square_with_scaled_grad", {}).result(timeout=TIMEOUT)
+    app.run()
+    checks = app.dataframe[-1].value
+    assert list(checks["check"]) == ["finite", "shape_dtype", "graph", "keras_fit", "special_points", "vs_autodiff", "saved_model"]
+    row = checks[checks["check"] == "vs_autodiff"].iloc[0]
+    assert row["result"].endswith("warn") and "half of autodiff" in row["message"]
+
+
+def test_every_example_op_renders_or_shows_its_message(examples_env):
+    app = _app()
+    for key in examples_env.ops:
+        app.selectbox(key="w.op").set_value(key).run()
+        assert not app.exception, key
+        assert app.title[0].value == key
+        errors = [e.value for e in app.error if "Your op failed" in e.value]
+        if key in FAILS_WITH:
+            assert len(errors) == 1 and FAILS_WITH[key] in errors[0].replace("\\", ""), (key, errors)
+            assert not [c for c in app.get("plotly_chart") if c.proto.id and "main_figure" in c.proto.id]
+        else:
+            assert not errors, (key, errors)
+            figure = _figure(app)
+            assert _trace(figure, "true gradient (numerical)") is not None
+        # the rest of the page works: the sidebar keeps its controls, compare and downloads are there
+        assert app.number_input(key="w.lo").value == -3.0
+    # the NumPy backward is shown, eagerly, with its graph failure next to the figure
+    app.selectbox(key="w.op").set_value("tanh_with_numpy_grad").run()
+    custom = _trace(_figure(app), "custom gradient")
+    x = _values(custom, "x")
+    np.testing.assert_allclose(_values(custom, "y"), 1 - np.tanh(x) ** 2, rtol=1e-5, atol=1e-6)
+    assert any("Fails inside" in w.value and "numpy" in w.value for w in app.warning)
+
+
+def test_a_keyword_parameter_has_a_slider_that_changes_the_figure(examples_env):
+    app = _app({"op": "fast_sigmoid_spike"})
+    slope = app.slider(key="w.p.fast_sigmoid_spike.slope")
+    assert slope.value == 25.0 and (slope.min, slope.max) == (2.5, 250.0)
+    for value in (25.0, 100.0):
+        slope.set_value(value).run()
+        custom = _trace(_figure(app), "custom gradient")
+        x, g = _values(custom, "x"), _values(custom, "y")
+        np.testing.assert_allclose(g, 1 / (value * np.abs(x) + 1) ** 2, rtol=1e-5, atol=1e-7)
+    assert app.query_params["p.slope"] == "100"
+    # the keyword pitfall: a slider too, and the note on how it is passed
+    app.selectbox(key="w.op").set_value("scaled_identity").run()
+    app.slider(key="w.p.scaled_identity.slope").set_value(50.0).run()
+    np.testing.assert_allclose(_values(_trace(_figure(app), "custom gradient"), "y"), 50.0)
+    assert any("keyword parameter" in i.value for i in app.info)
+
+
+def test_compare_a_loaded_op_with_a_built_in(examples_env):
+    app = _app({"op": "square_with_scaled_grad", "cmp": "ops", "cmp_ops": "square_with_scaled_grad,ste_sign"})
+    assert not app.exception and not app.warning
+    figure = _figure(app, "compare_figure")
+    mine, builtin = _trace(figure, "square_with_scaled_grad"), _trace(figure, "ste_sign")
+    np.testing.assert_allclose(_values(mine, "y"), _values(mine, "x"), rtol=1e-6, atol=1e-6)
+    x, g = _values(builtin, "x"), _values(builtin, "y")
+    assert np.all(g[np.abs(x) < 0.99] == 1.0) and np.all(g[np.abs(x) > 1.01] == 0.0)
+    # one loaded op at several values of its parameter
+    app.selectbox(key="w.op").set_value("fast_sigmoid_spike").run()
+    app.radio(key="w.cmp").set_value("param").run()
+    app.text_input(key="w.cmp_values").set_value("10, 40").run()
+    figure = _figure(app, "compare_figure")
+    for value in (10, 40):
+        trace = _trace(figure, f"slope = {value}")
+        np.testing.assert_allclose(_values(trace, "y"), 1 / (value * np.abs(_values(trace, "x")) + 1) ** 2, rtol=1e-5, atol=1e-7)
+
+
+def test_a_url_restores_a_loaded_op_and_names_an_unknown_one(examples_env):
+    app = _app({"op": "fast_sigmoid_spike", "p.slope": "50", "lo": "-1", "hi": "2"})
+    # no URL notice; the one warning is the spike's undeclared jump at 0
+    assert [w.value.split(" at ")[0] for w in app.warning] == ["Undeclared special point"]
+    assert app.title[0].value == "fast_sigmoid_spike"
+    assert app.slider(key="w.p.fast_sigmoid_spike.slope").value == 50.0
+    x = _values(_trace(_figure(app), "forward"), "x")
+    assert x.min() == -1.0 and x.max() == 2.0
+    app = _app({"op": "not_loaded_here"})
+    assert app.title[0].value == "Straight-through sign"
+    assert any("Unknown op 'not_loaded_here'" in w.value.replace("\\", "") for w in app.warning)
