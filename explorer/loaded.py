@@ -215,6 +215,8 @@ def reset() -> None:
         _CURRENT.clear()
         _FAILURES.clear()
         _GRAPH_FAILURES.clear()
+        for future in _CHECKS.values():  # checks not started yet are dropped, not run for ops now forgotten
+            future.cancel()
         _CHECKS.clear()
 
 

@@ -126,15 +126,32 @@ def _check_optimizer(value: Any) -> str:
 class Run:
     """One model to train: an op (key or ``OpSpec``; ``None`` = Keras ReLU baseline), its
     parameters and the gradient mode ("custom": the op's custom gradient; "true": autodiff of
-    the plain forward). ``params`` is stored resolved (defaults filled in, validated)."""
+    the plain forward). ``params`` is stored resolved (defaults filled in, validated).
+
+    ``layer``: your own ``keras.layers.Layer`` subclass (built with no arguments) used in place of the
+    op, with ``op`` the function it calls (or None if unknown). In "custom" mode the layer itself
+    trains, its own custom gradient and all; in "true" mode the function it calls does, through
+    autodiff of its forward (``SurrogateLayer(op, gradient="true")``), which needs ``op``. Everything
+    else (data, order, Dense initialisers) is the same as for any run."""
 
     op: str | ops.OpSpec | None
     params: Mapping[str, Any] | None = None
     gradient: str = "custom"
+    layer: type | None = None
 
     def __post_init__(self) -> None:
         if self.gradient not in ops.GRADIENT_MODES:
             raise ValueError(f"gradient must be one of {ops.GRADIENT_MODES}, got {self.gradient!r}")
+        if self.layer is not None:
+            if not (isinstance(self.layer, type) and issubclass(self.layer, keras.layers.Layer)):
+                raise ValueError(f"layer must be a keras.layers.Layer subclass, got {self.layer!r}")
+            if self.params:
+                raise ValueError(f"{self.layer.__name__} is built with no arguments: a layer run takes no params")
+            if self.gradient == "true" and self.op is None:
+                raise ValueError(
+                    f"true mode for {self.layer.__name__} needs the function it calls, and none of its module's "
+                    "custom-gradient functions matched its output and input gradient; train it in custom mode"
+                )
         if self.op is None:
             if self.params:
                 raise ValueError("the ReLU baseline Run(None) takes no params")
@@ -153,6 +170,8 @@ class Run:
     @property
     def label(self) -> str:
         """A short legend name, e.g. ``ste_sign (custom)`` or ``relu``."""
+        if self.layer is not None:
+            return f"{self.layer.__name__} ({self.gradient})"
         if self.op is None:
             return "relu"
         spec = self.spec
@@ -225,7 +244,9 @@ def build_model(
     for layer in range(1, depth + 1):
         initializer = keras.initializers.GlorotUniform(seed=_kernel_seed(seed, layer))
         hidden = keras.layers.Dense(width, kernel_initializer=initializer, name=f"dense_{layer}")(hidden)
-        if run.op is None:
+        if run.layer is not None and run.gradient == "custom":
+            hidden = run.layer()(hidden)  # built as the checker builds it: no arguments (so no name)
+        elif run.op is None:
             hidden = keras.layers.Activation(keras.activations.relu, name=f"op_{layer}")(hidden)
         else:
             hidden = ops.SurrogateLayer(run.spec, gradient=run.gradient, params=dict(run.params), name=f"op_{layer}")(
@@ -233,7 +254,11 @@ def build_model(
             )
     initializer = keras.initializers.GlorotUniform(seed=_kernel_seed(seed, 0))
     outputs = keras.layers.Dense(1, kernel_initializer=initializer, name=OUTPUT_LAYER)(hidden)
-    return keras.Model(inputs, outputs, name="relu" if run.op is None else f"{run.spec.key}_{run.gradient}")
+    if run.layer is not None:
+        name = f"{run.layer.__name__}_{run.gradient}"
+    else:
+        name = "relu" if run.op is None else f"{run.spec.key}_{run.gradient}"
+    return keras.Model(inputs, outputs, name=name)
 
 
 class _ChunkTrainer(keras.Model):

@@ -143,3 +143,35 @@ def test_an_exported_op_loads_back_with_the_same_curves(tmp_path):
     np.testing.assert_allclose(
         sweeps.sweep(spec, params=other)["custom_grad"], sweeps.sweep("atan", params=other)["custom_grad"], rtol=1e-6
     )
+
+
+def test_a_loaded_layer_trains_like_the_function_it_calls_in_both_modes(examples):
+    """Same data and initial weights for every run; the first history row against a NumPy net with
+    square forward and its half-of-autodiff backward (custom) or the numerical true gradient 2h (true)."""
+    from explorer import train
+    from tests.test_train import bce_gradients, bce_with_logits, forward
+
+    layer = examples.layers["CustomSquareLayer"]
+    spec = loaded.get(layer.op_key)
+    runs = [
+        train.Run(spec),
+        train.Run(None, layer=layer.layer_class),
+        train.Run(spec, gradient="true"),
+        train.Run(spec, gradient="true", layer=layer.layer_class),
+    ]
+    assert [run.label for run in runs][1::2] == ["CustomSquareLayer (custom)", "CustomSquareLayer (true)"]
+    session = train.Session("xor", runs, optimizer="sgd", learning_rate=0.1, width=4, seed=3)
+    results = session.step(2)
+    data = session.dataset
+    x, y = data.x.astype(np.float64), data.y.astype(np.float64)
+    weights = session.initial_weights
+    _, logits = forward(weights, x, np.square)
+    for result, surrogate in zip(results, (lambda h: h, lambda h: h, lambda h: 2 * h, lambda h: 2 * h), strict=True):
+        row = result.history.iloc[0]
+        assert row["loss"] == pytest.approx(bce_with_logits(logits[:, 0], y), rel=1e-5)
+        kernel_grad, *_ = bce_gradients(weights, x, y, np.square, surrogate)
+        assert row["grad_norm"] == pytest.approx(np.linalg.norm(kernel_grad), rel=1e-3), result.run.label
+    with pytest.raises(ValueError, match="true mode for CustomSquareLayer needs the function it calls"):
+        train.Run(None, gradient="true", layer=layer.layer_class)
+    with pytest.raises(ValueError, match="no params"):
+        train.Run(spec, {"x": 1.0}, layer=layer.layer_class)

@@ -149,3 +149,31 @@ def test_a_url_restores_a_loaded_op_and_names_an_unknown_one(examples_env):
     app = _app({"op": "not_loaded_here"})
     assert app.title[0].value == "Straight-through sign"
     assert any("Unknown op 'not_loaded_here'" in w.value.replace("\\", "") for w in app.warning)
+
+
+def test_train_page_runs_a_loaded_function_and_a_loaded_layer(examples_env):
+    import pandas as pd
+
+    from tests.test_train_page import _finish, train_app
+
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.session_state["train.runs_seed"] = pd.DataFrame(
+        {
+            "op": ["fast_sigmoid_spike", "fast_sigmoid_spike", "CustomSquareLayer", "CustomSquareLayer"],
+            "gradient": ["custom", "true", "custom", "true"],
+            "params": ["slope=10", "", "", ""],
+        }
+    )
+    app.run()
+    app.number_input(key="train.epochs").set_value(3).run()
+    app.button[0].click().run()  # Start
+    app = _finish(app)
+    assert not app.exception and not app.error
+    table = app.dataframe[-1].value
+    assert table["run"].tolist() == [
+        "fast_sigmoid_spike (custom, slope=10)", "fast_sigmoid_spike (true)",
+        "CustomSquareLayer (custom)", "CustomSquareLayer (true)",
+    ]  # fmt: skip
+    assert table["epochs"].tolist() == [3, 3, 3, 3]
+    # the spike's numerical true gradient is zero off the jump: nothing before it learns
+    assert table["status"].tolist()[:2] == ["ok", "no_gradient"]

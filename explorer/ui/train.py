@@ -38,7 +38,7 @@ import pandas as pd
 import streamlit as st
 
 import ops
-from explorer import preset_figures, presets, tasks, train
+from explorer import loaded, preset_figures, presets, tasks, train
 from explorer import state as url_state
 from explorer.train_figures import layer_norm_figure, loss_figure, prediction_figure, run_colour
 from explorer.ui.widgets import literal
@@ -125,8 +125,16 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
             problems.append(f"Run {number}: pick an op.")
             continue
         try:
-            spec = user_op if user_op is not None and key == user_op.key else ops.get(key)
             gradient = row.gradient if isinstance(row.gradient, str) and row.gradient else "custom"
+            layer = loaded.current().layers.get(key)
+            if layer is not None:  # your layer in place of the op (true mode: the function it calls)
+                spec = None if layer.op_key is None else loaded.get(layer.op_key)
+                params = row.params.strip() if isinstance(row.params, str) else ""
+                if params:
+                    raise ValueError(f"{key} is built with no arguments: leave its parameters empty")
+                runs.append(train.Run(spec, None, gradient, layer=layer.layer_class))
+                continue
+            spec = user_op if user_op is not None and key == user_op.key else loaded.get(key)
             params = _parse_params(spec, row.params if isinstance(row.params, str) else "")
             runs.append(train.Run(spec, params, gradient))
         except (KeyError, ValueError) as error:
@@ -201,7 +209,8 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         "it can learn. Every model is `Input → [Dense → op] × depth → Dense`: a trainable layer must sit *before* the "
         "op, because a custom gradient changes nothing when nothing upstream of it trains."
     )
-    options = ops.names() + ([user_op.key] if user_op is not None else [])
+    yours = loaded.current()
+    options = ops.names() + ([user_op.key] if user_op is not None else []) + list(yours.ops) + list(yours.layers)
     if "train.runs_table" not in st.session_state and not st.session_state.pop(RUNS_FROM_PRESET_KEY, False):
         st.session_state["train.runs_seed"] = _default_runs()
     table = st.data_editor(
@@ -211,7 +220,13 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         hide_index=True,
         width="stretch",
         column_config={
-            "op": st.column_config.SelectboxColumn("op", options=options, required=True, help="built-in ops, and your editor op"),
+            "op": st.column_config.SelectboxColumn(
+                "op",
+                options=options,
+                required=True,
+                help="built-in ops, your editor op, and the functions and layers loaded from GRADIENT_EXPLORER_OPS "
+                "(a layer is used in place of the op)",
+            ),
             "gradient": st.column_config.SelectboxColumn("gradient", options=list(ops.GRADIENT_MODES), required=True, default="custom"),
             "params": st.column_config.TextColumn("parameters", help="e.g. alpha=4, threshold=0.5; empty for defaults"),
         },
