@@ -93,10 +93,13 @@ class Server:
 
 
 @contextmanager
-def serve_app(port: int | None = None, log_path: Path | None = None, timeout: float = 120.0) -> Iterator[Server]:
+def serve_app(
+    port: int | None = None, log_path: Path | None = None, timeout: float = 120.0, env: dict[str, str] | None = None
+) -> Iterator[Server]:
     """Run the app headless on 127.0.0.1 until the block ends (terminate, then kill).
 
     Ready means ``/_stcore/health`` answers "ok"; the first page load still imports TensorFlow.
+    ``env``: extra environment variables for the server (e.g. ``GRADIENT_EXPLORER_OPS``).
     """
     port = port or free_port()
     log_path = log_path or ROOT / "test-artifacts" / "e2e" / "streamlit.log"
@@ -108,9 +111,9 @@ def serve_app(port: int | None = None, log_path: Path | None = None, timeout: fl
         "--server.address", "127.0.0.1",
         "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    server_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **(env or {})}
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=server_env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, process, log_path, timeout)

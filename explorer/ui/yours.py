@@ -26,8 +26,9 @@ LEVEL_MARKS = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}
 def load_errors() -> None:
     """One error per target of GRADIENT_EXPLORER_OPS that gave nothing (missing, failed import, ...)."""
     for error in loaded.current().errors:
+        target = error.target.replace("`", "'")  # in a code span Markdown needs no escapes; a backtick ends it
         st.error(
-            f"**Could not load `{literal(error.target)}`** from GRADIENT_EXPLORER_OPS: {literal(error.error)}: "
+            f"**Could not load `{target}`** from GRADIENT_EXPLORER_OPS: {literal(error.error)}: "
             f"{literal(error.message)}. The rest of the app works; fix the module and restart the server.",
             icon="🛑",
         )

@@ -1,0 +1,115 @@
+"""Benchmark: the Explore rerun for a loaded op (``GRADIENT_EXPLORER_OPS``) against the same rerun for a
+comparable built-in. Target: the loaded op's rerun stays within 1.5x of the built-in's.
+
+Method: two warm AppTests of ``app.py`` in one process, one on the loaded ``fast_sigmoid_spike``
+(``examples/spike.py``: a step with the SuperSpike surrogate, parameter ``slope``), one on the built-in
+``fast_sigmoid`` (the same maths, parameter ``slope``). Each pair sets each page's ``slope`` slider to a
+value it has not had (so the sweep, special points and figure are computed, as when a user moves
+it) and times ``AppTest.run()``: loaded, then built-in. Interleaving A B A B exposes both to the same
+machine load; the result is the median of the per-pair ratios (robust to one slow pair).
+
+The loaded op pays for what makes user code safe: a worker thread with a time limit, a 7-point
+eager probe of the user's function, and (in the background, one core) the checker's run for the new
+parameters. ``settle_checks=True`` waits for those checks before each pair, which isolates the
+rerun itself; the default does not, which is what a user dragging the slider gets.
+Tooling, not product: run it from a clone (``python -m explorer.bench.yours``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_PATH = ROOT / "app.py"
+TARGET_RATIO = 1.5
+LOADED_OP, LOADED_TARGET = "fast_sigmoid_spike", "examples/spike.py"
+BUILTIN_OP = "fast_sigmoid"
+SLIDER_PARAM = "slope"
+
+
+def _values(low: float, high: float, count: int) -> list[float]:
+    """``count`` distinct round values inside both sliders' ranges, none equal to the default (25)."""
+    values, step = [], (high - low) / (count + 2)
+    for index in range(1, count + 2):
+        value = round(low + index * step, 1)
+        if value != 25.0 and value not in values:
+            values.append(value)
+    return values[:count]
+
+
+def _page(op: str):
+    from streamlit.testing.v1 import AppTest
+
+    app = AppTest.from_file(str(APP_PATH), default_timeout=300)
+    app.query_params["op"] = op
+    app.run()
+    if app.exception:
+        raise RuntimeError(f"the explore page raised on {op}: {app.exception[0].message}")
+    return app
+
+
+def _timed_change(app, op: str, value: float) -> float:
+    app.slider(key=f"w.p.{op}.{SLIDER_PARAM}").set_value(value)
+    start = time.perf_counter()
+    app.run()
+    elapsed = time.perf_counter() - start
+    if app.exception:
+        raise RuntimeError(f"the explore page raised on {op}: {app.exception[0].message}")
+    return elapsed
+
+
+def measure_loaded_rerun(pairs: int = 12, warm_up: int = 2, *, settle_checks: bool = False) -> dict[str, Any]:
+    """``loaded_vs_builtin_rerun`` (median of per-pair ratios, target <= :data:`TARGET_RATIO`) and the
+    median rerun of each page in ms. Sets ``GRADIENT_EXPLORER_OPS`` for the measurement and restores it."""
+    from explorer import loaded
+
+    previous = os.environ.get(loaded.OPS_ENV)
+    os.environ[loaded.OPS_ENV] = str(ROOT / LOADED_TARGET)
+    loaded.reset()
+    try:
+        mine, builtin = _page(LOADED_OP), _page(BUILTIN_OP)
+        values = _values(2.5, 100.0, warm_up + pairs)
+        ratios, mine_s, builtin_s = [], [], []
+        for index, value in enumerate(values):
+            if settle_checks:
+                loaded.checks(LOADED_OP, {SLIDER_PARAM: value}).result(timeout=300)
+            a = _timed_change(mine, LOADED_OP, value)
+            b = _timed_change(builtin, BUILTIN_OP, value)
+            if index >= warm_up:
+                ratios.append(a / b)
+                mine_s.append(a)
+                builtin_s.append(b)
+        ratio = statistics.median(ratios)
+        return {
+            "loaded_vs_builtin_rerun": ratio,
+            "loaded_vs_builtin_rerun_target": TARGET_RATIO,
+            "loaded_vs_builtin_rerun_met": ratio <= TARGET_RATIO,
+            "loaded_rerun_ms": 1e3 * statistics.median(mine_s),
+            "builtin_rerun_ms": 1e3 * statistics.median(builtin_s),
+            "loaded_rerun_pairs": len(ratios),
+            "loaded_rerun_ops": f"{LOADED_OP} (loaded) vs {BUILTIN_OP} (built-in), slider {SLIDER_PARAM}",
+            "loaded_rerun_checks_settled": settle_checks,
+        }
+    finally:
+        if previous is None:
+            os.environ.pop(loaded.OPS_ENV, None)
+        else:
+            os.environ[loaded.OPS_ENV] = previous
+        loaded.reset()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    result = measure_loaded_rerun(settle_checks="--settle-checks" in args)
+    print(json.dumps(result, indent=2))
+    return 0 if result["loaded_vs_builtin_rerun_met"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
