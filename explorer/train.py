@@ -199,6 +199,20 @@ class RunResult:
     seconds: float
     steps_per_second: float
     model: keras.Model
+    error: str | None = None  # status "failed": the exception your op or layer raised while training
+
+
+def _is_users(run: Run) -> bool:
+    """A run of code this project did not write: your layer, your function or an editor op."""
+    return run.layer is not None or (run.op is not None and not run.spec.builtin)
+
+
+def _error_line(error: BaseException) -> str:
+    """``Type: message``, the last line of a traced error, at most 300 characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[-1] if len(lines) > 1 and "in user code" in lines[0] else " ".join(lines)
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return f"{type(error).__name__}: {text}"
 
 
 def _as_run(run: Run | str | ops.OpSpec | None) -> Run:
@@ -388,7 +402,8 @@ class _RunState:
     net: keras.Model
     trainer: _ChunkTrainer
     rows: list[dict[str, float]] = field(default_factory=list)
-    status: str | None = None  # None while training; "diverged" / "stopped" once finished early
+    status: str | None = None  # None while training; "diverged" / "stopped" / "failed" once finished early
+    error: str | None = None  # "failed": what the user's code raised
     diverged_epoch: int | None = None
     build_seconds: float = 0.0
     fit_seconds: list[float] = field(default_factory=list)
@@ -487,13 +502,24 @@ class Session:
         batch = min(self.batch_size or self.dataset.n, self.dataset.n)
         steps_per_epoch = math.ceil(self.dataset.n / batch)
         self.xla_from_epoch = math.ceil(XLA_AFTER_STEPS / steps_per_epoch)
-        self._states = [self._build(run) for run in self.runs]
+        self._states = [self._build_or_explain(run) for run in self.runs]
         self._states[0].build_seconds += template_seconds  # built once; booked to the first run
         parameters = self._states[0].net.count_params()
         first = min(int(FIRST_CHUNK_WORK // (self.dataset.n * parameters)), FIRST_CHUNK_STEPS // steps_per_epoch)
         self._chunk = self.epochs_per_chunk if not self._adaptive_chunks else max(1, min(self.epochs_per_chunk, first))
 
     # -- building ---------------------------------------------------------------------------
+    def _build_or_explain(self, run: Run) -> _RunState:
+        """:meth:`_build`; ValueError naming the run if your op or layer cannot even be built into a model."""
+        try:
+            return self._build(run)
+        except ValueError:
+            raise
+        except Exception as error:  # noqa: BLE001 - only for code this project did not write
+            if not _is_users(run):
+                raise
+            raise ValueError(f"{run.label} cannot be built into a model: {_error_line(error)}") from None
+
     def _build(self, run: Run) -> _RunState:
         start = time.perf_counter()
         net = build_model(self.dataset.input_dim, run, width=self.width, depth=self.depth, seed=self.seed)
@@ -663,15 +689,22 @@ class Session:
         if state.jit_compile != xla:
             self._use_xla(state, xla)
         try:
-            state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
-        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
-            if not state.jit_compile:
+            try:
+                state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
+            except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+                if not state.jit_compile:
+                    raise
+                # an op that XLA cannot compile (possible for user ops; it fails before any step ran):
+                # the same step without XLA, for the rest of the session
+                state.xla_failed = True
+                self._use_xla(state, False)
+                state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
+        except Exception as error:  # noqa: BLE001 - only for code this project did not write (see below)
+            if not _is_users(state.run):
                 raise
-            # an op that XLA cannot compile (possible for user ops; it fails before any step ran):
-            # the same step without XLA, for the rest of the session
-            state.xla_failed = True
-            self._use_xla(state, False)
-            state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
+            # your op or layer raised (NumPy in a backward, a wrong gradient shape or dtype): this run
+            # stops with the message, the other runs go on
+            state.status, state.error = "failed", _error_line(error)
         state.fit_seconds.append(time.perf_counter() - start)
         state.fit_steps.append((len(state.rows) - rows_before) * state.trainer.batches_per_epoch)
         state.fit_warm.append(state.compiled)
@@ -712,6 +745,7 @@ class Session:
             seconds=state.build_seconds + sum(state.fit_seconds),
             steps_per_second=sum(warm_steps) / total if total > 0 else 0.0,
             model=state.net,
+            error=state.error,
         )
 
 

@@ -175,3 +175,15 @@ def test_a_loaded_layer_trains_like_the_function_it_calls_in_both_modes(examples
         train.Run(None, gradient="true", layer=layer.layer_class)
     with pytest.raises(ValueError, match="no params"):
         train.Run(spec, {"x": 1.0}, layer=layer.layer_class)
+
+
+def test_a_run_whose_op_raises_while_training_fails_alone_with_the_message(examples):
+    from explorer import train
+
+    session = train.Session(
+        "xor", [train.Run(loaded.get("tanh_with_numpy_grad")), train.Run("atan")], learning_rate=0.1, seed=1
+    )
+    failed, fine = session.step(2)
+    assert failed.status == "failed" and "numpy" in failed.error and len(failed.history) == 0
+    assert fine.status == "ok" and len(fine.history) == 2 and fine.error is None
+    assert session.finished is False and session.step(1)[1].history["epoch"].tolist() == [1, 2, 3]

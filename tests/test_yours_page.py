@@ -159,21 +159,24 @@ def test_train_page_runs_a_loaded_function_and_a_loaded_layer(examples_env):
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.session_state["train.runs_seed"] = pd.DataFrame(
         {
-            "op": ["fast_sigmoid_spike", "fast_sigmoid_spike", "CustomSquareLayer", "CustomSquareLayer"],
-            "gradient": ["custom", "true", "custom", "true"],
-            "params": ["slope=10", "", "", ""],
+            "op": ["fast_sigmoid_spike", "fast_sigmoid_spike", "CustomSquareLayer", "CustomSquareLayer", "double_with_summed_grad"],
+            "gradient": ["custom", "true", "custom", "true", "custom"],
+            "params": ["slope=10", "", "", "", ""],
         }
     )
     app.run()
     app.number_input(key="train.epochs").set_value(3).run()
     app.button[0].click().run()  # Start
     app = _finish(app)
-    assert not app.exception and not app.error
+    assert not app.exception
     table = app.dataframe[-1].value
     assert table["run"].tolist() == [
         "fast_sigmoid_spike (custom, slope=10)", "fast_sigmoid_spike (true)",
-        "CustomSquareLayer (custom)", "CustomSquareLayer (true)",
+        "CustomSquareLayer (custom)", "CustomSquareLayer (true)", "double_with_summed_grad (custom)",
     ]  # fmt: skip
-    assert table["epochs"].tolist() == [3, 3, 3, 3]
+    assert table["epochs"].tolist() == [3, 3, 3, 3, 0]
     # the spike's numerical true gradient is zero off the jump: nothing before it learns
-    assert table["status"].tolist()[:2] == ["ok", "no_gradient"]
+    assert table["status"].tolist() == ["ok", "no_gradient", "ok", "ok", "failed"]
+    # the pitfall's reduced gradient fails its run only, with the message
+    [error] = [e.value for e in app.error]
+    assert "double\\_with\\_summed\\_grad (custom)** failed while training" in error and "rank" in error

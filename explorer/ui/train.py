@@ -67,6 +67,7 @@ STATUS_BADGES = {
     "diverged": ":red-badge[diverged]",
     "no_gradient": ":orange-badge[no gradient]",
     "stopped": ":gray-badge[stopped]",
+    "failed": ":red-badge[failed]",
     "training": ":blue-badge[training]",
 }
 STATUS_HELP = {
@@ -489,6 +490,8 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
     for result in results:
         if result.status in STATUS_HELP:
             st.warning(f"**{result.run.label}**: {STATUS_HELP[result.status]}.", icon="⚠️")
+        if result.status == "failed":  # your op or layer raised while training; the other runs went on
+            st.error(f"**{literal(result.run.label)}** failed while training: {literal(result.error)}", icon="🛑")
     dataset = session.dataset
     st.subheader("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves")
     predictions = _predictions(session, epoch, results)
