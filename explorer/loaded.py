@@ -366,7 +366,12 @@ def sweep(
     spec = get(op)
     if not is_loaded(spec.key) or spec.user_function is None:
         return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
-    resolved = spec.resolve(params)  # ValueError for an invalid parameter, as for a built-in
+    # invalid inputs are ValueErrors as for any op, raised here, outside the guards: inside them every
+    # exception comes from the user's code
+    resolved = spec.resolve(params)
+    dtype = sweeps.validate_dtype(dtype)
+    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
+    upstream = sweeps.validate_upstream(upstream, dtype)
     remembered = (spec.key, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
     if remembered in _FAILURES:
         raise _FAILURES[remembered]
@@ -376,8 +381,6 @@ def sweep(
         probe(spec, resolved, lo, hi, dtype, upstream)
         try:
             return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=resolved, upstream=upstream, dtype=dtype)
-        except ValueError:
-            raise
         except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
             if sweeps.is_eager(spec):
                 raise
@@ -391,8 +394,6 @@ def sweep(
         failure = error
     except TimeoutError as error:
         failure = UserOpError(f"{spec.key} {error}; the sweep was abandoned")
-    except ValueError:
-        raise
     except Exception as error:  # noqa: BLE001 - anything else the user's code raised
         failure = UserOpError(f"{spec.key} raised {_text(error)} while being swept")
     _remember(_FAILURES, remembered, failure)

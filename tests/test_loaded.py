@@ -187,3 +187,28 @@ def test_a_run_whose_op_raises_while_training_fails_alone_with_the_message(examp
     assert failed.status == "failed" and "numpy" in failed.error and len(failed.history) == 0
     assert fine.status == "ok" and len(fine.history) == 2 and fine.error is None
     assert session.finished is False and session.step(1)[1].history["epoch"].tolist() == [1, 2, 3]
+
+
+GRAPH_ONLY_VALUE_ERROR = """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def eager_only(x):
+        if not tf.executing_eagerly():
+            raise ValueError("this function refuses graph mode")
+        return 3.0 * x, lambda dy: 3.0 * dy
+"""
+
+
+def test_a_value_error_inside_tf_function_is_a_graph_failure_and_bad_inputs_stay_value_errors(tmp_path):
+    _module(tmp_path, "eager_only_ops", GRAPH_ONLY_VALUE_ERROR)
+    result = loaded.load("eager_only_ops.py", cwd=tmp_path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loaded, "_CURRENT", {"loaded": result})
+        patch.setattr(loaded, "_GRAPH_FAILURES", {})
+        swept = loaded.sweep("eager_only", -1.0, 1.0, 21)
+        np.testing.assert_allclose(swept["custom_grad"], np.full(21, 3.0))
+        assert "refuses graph mode" in loaded.graph_failure("eager_only")
+        with pytest.raises(ValueError, match="lo .* must be below hi") as raised:
+            loaded.sweep("eager_only", 1.0, -1.0)
+        assert not isinstance(raised.value, loaded.UserOpError)

@@ -128,6 +128,11 @@ def test_compare_a_loaded_op_with_a_built_in(examples_env):
     np.testing.assert_allclose(_values(mine, "y"), _values(mine, "x"), rtol=1e-6, atol=1e-6)
     x, g = _values(builtin, "x"), _values(builtin, "y")
     assert np.all(g[np.abs(x) < 0.99] == 1.0) and np.all(g[np.abs(x) > 1.01] == 0.0)
+    # a broken op in the comparison: a message instead of the compare figure; the main figure stays
+    app.multiselect(key="w.cmp_ops").set_value(["ste_sign", "double_with_summed_grad"]).run()
+    assert any("Cannot compare" in e.value and "shape ()" in e.value for e in app.error)
+    assert _trace(_figure(app), "custom gradient") is not None and not app.exception
+    app.multiselect(key="w.cmp_ops").set_value(["square_with_scaled_grad", "ste_sign"]).run()
     # one loaded op at several values of its parameter
     app.selectbox(key="w.op").set_value("fast_sigmoid_spike").run()
     app.radio(key="w.cmp").set_value("param").run()

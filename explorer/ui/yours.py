@@ -35,7 +35,8 @@ def load_errors() -> None:
 
 
 def graph_notes(key: str) -> None:
-    """Next to the figure: why a loaded op is shown eagerly, or how its keyword parameters are passed."""
+    """Next to the figure: why a loaded op is shown eagerly, how its keyword parameters are passed, and
+    which loaded layer calls it."""
     failure = loaded.graph_failure(key)
     if failure is not None:
         st.warning(
@@ -43,6 +44,9 @@ def graph_notes(key: str) -> None:
             "The figure is computed eagerly, where it works.",
             icon="⚠️",
         )
+    for layer in loaded.current().layers.values():
+        if layer.op_key == key:
+            st.caption(f"Your layer `{layer.name}` calls this function: train it on the Train page.")
     note = loaded.keyword_note(key)
     if note is not None:
         st.info(f"**Graph mode.** {literal(note)}.")
