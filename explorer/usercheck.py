@@ -510,7 +510,25 @@ def check_function(
             ("vs_autodiff", with_sweep(check_vs_autodiff)),
             ("saved_model", lambda: check_saved_model(spec, resolved)),
         )
-        return [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]
+        results = [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]
+    return _blame_shape(results)
+
+
+def _blame_shape(results: list[Check]) -> list[Check]:
+    """A gradient of the wrong shape breaks later checks with errors about arrays (IndexError, "Incompatible
+    shapes"); point at the cause instead of leaving the reader with those."""
+    if all(result.passed for result in results if result.name == "shape_dtype"):
+        return results
+    return [
+        _result(
+            result.name,
+            "fail",
+            f"{result.message} (a consequence of the wrong gradient shape or dtype: fix shape_dtype first)",
+        )
+        if not result.passed and result.name != "shape_dtype" and "Fix:" not in result.message
+        else result
+        for result in results
+    ]
 
 
 @contextlib.contextmanager

@@ -63,6 +63,15 @@ def test_good_example_passes(examples_run, op):
 
 
 @pytest.mark.slow
+def test_checks_broken_by_a_wrong_gradient_shape_point_at_shape_dtype(examples_run):
+    rows = rows_of(examples_run, "double_with_summed_grad")
+    consequences = [row for check, row in rows.items() if check != "shape_dtype" and not row["passed"]]
+    assert consequences  # keras_fit, special_points, saved_model trip over the scalar gradient
+    assert all("fix shape_dtype first" in row["message"] for row in consequences)
+    assert "fix shape_dtype first" not in rows["shape_dtype"]["message"]
+
+
+@pytest.mark.slow
 def test_textbook_example_is_half_of_autodiff_and_undocumented(examples_run):
     row = rows_of(examples_run, "square_with_scaled_grad")["vs_autodiff"]
     assert row["level"] == "warn"
