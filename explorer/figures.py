@@ -544,14 +544,15 @@ def _x_runs(x: np.ndarray, mask: np.ndarray) -> list[tuple[float, float]]:
     return [(float(x[a]), float(x[b])) for a, b in runs]
 
 
-def _figure(data: list[dict], layout: dict) -> go.Figure:
-    """A :class:`plotly.graph_objects.Figure` of ready-made dicts, without plotly's per-property validation.
+def as_figure(spec: dict) -> go.Figure:
+    """A :class:`plotly.graph_objects.Figure` of a figure spec (``{"data": [...], "layout": {...}}`` of this
+    module), without plotly's per-property validation.
 
-    Validation costs ~20x the build itself; the dicts are checked once, by the tests (which build each
-    figure again with validation on). ``st.plotly_chart`` sends a Figure as it is (``to_dict``) but would
-    validate a plain dict (``Figure(**dict)``), so a Figure is also what is cheapest to show.
+    Validation costs ~20x the build itself; the specs are checked once, by the tests (which build each
+    figure again with validation on). ``st.plotly_chart`` would validate a plain dict (``Figure(**dict)``)
+    but sends a Figure as it is (``to_dict``).
     """
-    return go.Figure({"data": data, "layout": layout}, _validate=False)
+    return go.Figure(spec, _validate=False)
 
 
 # -- public figures --------------------------------------------------------------------------------------
@@ -567,8 +568,21 @@ def main_figure(
 
     ``points`` is the table of :func:`explorer.points.special_points` (computed when None). Every
     curve has at most about ``max_points`` points (:func:`explorer.sweeps.decimate`), keeping every
-    special point and both sides of every jump.
+    special point and both sides of every jump. :func:`main_figure_spec` is the same figure as dicts.
     """
+    return as_figure(main_figure_spec(result, points, overlay=overlay, title=title, max_points=max_points))
+
+
+def main_figure_spec(
+    result: Sweep,
+    points: pd.DataFrame | None = None,
+    *,
+    overlay: bool = False,
+    title: str | None = None,
+    max_points: int = 5000,
+) -> dict:
+    """:func:`main_figure` as plain dicts ``{"data": [...], "layout": {...}}`` (arrays as NumPy arrays): what a
+    page sends to the browser, without building plotly objects (see :func:`explorer.ui.widgets.plotly_chart`)."""
     _check_sweep(result)
     shown = decimate(result, max_points)
     table = _points_for(result, points)
@@ -687,7 +701,7 @@ def main_figure(
     if has_marks:
         data.append(_on_panel(_legend_marker(AT_LABEL, "circle", "at-point"), 1))
         data.append(_on_panel(_legend_marker(LIMIT_LABEL, "circle-open", "one-sided-limit"), 1))
-    return _figure(data, layout)
+    return {"data": data, "layout": layout}
 
 
 def compare_figure(
@@ -701,8 +715,21 @@ def compare_figure(
     """Custom gradients of several sweeps overlaid, each in its own colour with its own special points.
 
     Use it for several ops, or one op at several values of one parameter (e.g. ``ste_sign`` with
-    ``clip_value`` 0.5, 1, 2); the caller makes the sweeps and labels.
+    ``clip_value`` 0.5, 1, 2); the caller makes the sweeps and labels. :func:`compare_figure_spec` is the
+    same figure as dicts.
     """
+    return as_figure(compare_figure_spec(sweeps, labels, points, max_points=max_points, title=title))
+
+
+def compare_figure_spec(
+    sweeps: Sequence[Sweep],
+    labels: Sequence[str],
+    points: Sequence[pd.DataFrame | None] | None = None,
+    *,
+    max_points: int = 5000,
+    title: str | None = None,
+) -> dict:
+    """:func:`compare_figure` as plain dicts ``{"data": [...], "layout": {...}}``."""
     sweeps = list(sweeps)
     labels = [str(label) for label in labels]
     if not sweeps:
@@ -752,11 +779,14 @@ def compare_figure(
     layout["legend"]["y"] = -0.18
     layout["xaxis"] = {"title": {"text": "x"}, **AXIS_STYLE}
     layout["yaxis"] = {**AXIS_STYLE, "title": {"text": "dy/dx (custom gradient)"}, "range": list(y_range)}
-    return _figure(data, layout)
+    return {"data": data, "layout": layout}
 
 
-def figure_html(fig: go.Figure) -> str:
-    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN)."""
+def figure_html(fig: go.Figure | dict) -> str:
+    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN).
+    ``fig`` is a Figure or a spec of this module (:func:`main_figure_spec`)."""
+    if isinstance(fig, dict) and {"data", "layout"} <= set(fig):
+        fig = as_figure(fig)
     if not isinstance(fig, go.Figure):
         raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
     return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import streamlit as st
+from _plotly_utils.utils import convert_to_base64  # what Figure.to_dict uses to encode arrays
+from plotly.basedatatypes import BaseFigure
 
 import ops
 
@@ -27,3 +30,45 @@ def literal(text: str) -> str:
     """``text`` escaped so that st.error / st.warning (which render Markdown) show it verbatim:
     a parser message quoting ``__import__`` or a URL value like ``**x**`` stays as typed."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def _tree_copy(value: Any) -> Any:
+    """A copy of the dicts and lists of a figure spec; arrays and strings are shared (never changed)."""
+    if isinstance(value, dict):
+        return {key: _tree_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_tree_copy(item) for item in value]
+    return value
+
+
+class ReadyFigure(BaseFigure):
+    """A figure spec of :mod:`explorer.figures` (plain dicts) with its arrays encoded once, ready to send.
+
+    ``st.plotly_chart`` turns what it is given into a dict before writing the JSON
+    (``plotly.tools.return_figure_from_figure_or_data``): a plain dict is validated property by property
+    (it builds a ``Figure`` from it: ~40 ms for the main figure), a plotly ``Figure`` is deep-copied and
+    its arrays base64-encoded (``to_dict``) on every rerun, cached or not. A ReadyFigure passes the
+    ``BaseFigure`` test and its ``to_dict`` returns the spec already encoded, so a cached figure costs a
+    rerun only the JSON writing. It holds no plotly object tree (``BaseFigure.__init__`` is not run, so
+    use :func:`explorer.figures.as_figure` of :attr:`spec` for a real Figure) and is read-only: safe to
+    share from ``st.cache_resource``. ``tests/test_explore_page.py`` checks that the page sends exactly
+    the figure's JSON, so a Streamlit that stops calling ``to_dict`` fails a test, not a user.
+    """
+
+    def __init__(self, spec: dict) -> None:  # noqa: D107  (no BaseFigure.__init__: no object tree)
+        encoded = _tree_copy({"data": spec["data"], "layout": spec["layout"]})
+        convert_to_base64(encoded)
+        object.__setattr__(self, "_spec", spec)  # BaseFigure.__setattr__ takes only plotly properties
+        object.__setattr__(self, "_encoded", encoded)
+
+    @property
+    def spec(self) -> dict:
+        """The figure spec as :mod:`explorer.figures` made it (NumPy arrays)."""
+        return self._spec
+
+    def to_dict(self) -> dict:
+        return dict(self._encoded)  # a new outer dict; the encoded parts are never changed
+
+    def __repr__(self) -> str:
+        return f"ReadyFigure({len(self.spec['data'])} traces)"
+
