@@ -369,30 +369,37 @@ def special_points(result: Sweep) -> pd.DataFrame:
             }
         )
     table = pd.DataFrame(rows, columns=["x", "kind", "note", "declared", "detected", "status", "found", "features"])
-    table = _with_limits(table, result)
-    table = table.sort_values("x", kind="stable").reset_index(drop=True)
-    return table[list(COLUMNS)]
+    columns = {name: table[name] for name in table.columns} | _limits(table["x"].to_numpy(dtype=np.float64), result)
+    order = np.argsort(table["x"].to_numpy(dtype=np.float64), kind="stable")
+    # one DataFrame built from its columns: setting eight columns one by one cost a third of this function
+    return pd.DataFrame({name: _taken(columns[name], order) for name in COLUMNS})
 
 
-def _with_limits(table: pd.DataFrame, result: Sweep) -> pd.DataFrame:
-    at = table["x"].to_numpy(dtype=np.float64)
+def _taken(column, order: np.ndarray):
+    return column.iloc[order].reset_index(drop=True) if isinstance(column, pd.Series) else column[order]
+
+
+def _limits(at: np.ndarray, result: Sweep) -> dict:
+    """The one-sided limits and the values AT the points ``at`` (columns in the order of ``at``)."""
     count = at.size
     if count == 0:
-        for column in COLUMNS[6:14]:
-            table[column] = pd.Series(dtype=bool if column == "true_grad_missing" else np.float64)
-        return table
+        return {
+            column: np.zeros(0, dtype=bool if column == "true_grad_missing" else np.float64)
+            for column in COLUMNS[6:14]
+        }
     left, right = _sides(at, result.dtype)
     values = result.evaluate(np.concatenate([left, at, right]))
     forward, custom, true_grad = values["forward"], values["custom_grad"], values["true_grad"]
-    table["forward_left"] = forward[:count]
-    table["forward_at"] = forward[count : 2 * count]
-    table["forward_right"] = forward[2 * count :]
-    table["true_grad"] = true_grad[count : 2 * count]
-    table["true_grad_missing"] = bool(values["true_grad_missing"])
-    table["custom_grad"] = custom[count : 2 * count]
-    table["custom_left"] = custom[:count]
-    table["custom_right"] = custom[2 * count :]
-    return table
+    return {
+        "forward_left": forward[:count],
+        "forward_at": forward[count : 2 * count],
+        "forward_right": forward[2 * count :],
+        "true_grad": true_grad[count : 2 * count],
+        "true_grad_missing": np.full(count, bool(values["true_grad_missing"])),
+        "custom_grad": custom[count : 2 * count],
+        "custom_left": custom[:count],
+        "custom_right": custom[2 * count :],
+    }
 
 
 DISPLAY_COLUMNS = {
