@@ -156,3 +156,7 @@ def test_page_sends_the_figure_exactly_as_built(default_app):
     ready = ReadyFigure(figures.main_figure_spec(result, special_points(result)))
     assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected
     assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected  # sending twice changes nothing
+    sweeps = [sweep("ste_sign", params={"clip_value": c}) for c in (0.5, 1.0, 2.0)]
+    labels = ["clip_value = 0.5", "clip_value = 1", "clip_value = 2"]
+    compare = figures.compare_figure(sweeps, labels, [special_points(s) for s in sweeps])
+    assert _figure(default_app, 1) == json.loads(plotly.io.to_json(compare))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import streamlit as st
-from _plotly_utils.utils import convert_to_base64  # what Figure.to_dict uses to encode arrays
+from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what Figure.to_dict encodes arrays with
 from plotly.basedatatypes import BaseFigure
 
 import ops
@@ -32,12 +33,19 @@ def literal(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
-def _tree_copy(value: Any) -> Any:
-    """A copy of the dicts and lists of a figure spec; arrays and strings are shared (never changed)."""
+def _encoded(value: Any) -> Any:
+    """A copy of a figure spec with every NumPy array that is a dict value as plotly's base64 typed-array
+    spec: what plotly's ``convert_to_base64`` makes of a copy (same skipped keys, arrays inside lists
+    left alone), without walking lists of strings item by item."""
     if isinstance(value, dict):
-        return {key: _tree_copy(item) for key, item in value.items()}
+        return {
+            name: item if is_skipped_key(name)
+            else to_typed_array_spec(item) if isinstance(item, np.ndarray)
+            else _encoded(item)
+            for name, item in value.items()
+        }  # fmt: skip
     if isinstance(value, list):
-        return [_tree_copy(item) for item in value]
+        return [_encoded(item) if isinstance(item, (dict, list)) else item for item in value]
     return value
 
 
@@ -56,8 +64,7 @@ class ReadyFigure(BaseFigure):
     """
 
     def __init__(self, spec: dict) -> None:  # noqa: D107  (no BaseFigure.__init__: no object tree)
-        encoded = _tree_copy({"data": spec["data"], "layout": spec["layout"]})
-        convert_to_base64(encoded)
+        encoded = _encoded({"data": spec["data"], "layout": spec["layout"]})
         object.__setattr__(self, "_spec", spec)  # BaseFigure.__setattr__ takes only plotly properties
         object.__setattr__(self, "_encoded", encoded)
 
