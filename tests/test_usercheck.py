@@ -480,3 +480,19 @@ def test_a_layer_of_your_function_explains_how_to_save_it():
     layer = ops.SurrogateLayer(ops.from_function(exp_op))
     with pytest.raises(NotImplementedError, match="register_keras_serializable"):
         layer.get_config()
+
+
+def test_the_guardrail_leaves_the_callers_random_state_alone():
+    import random
+
+    import numpy as np
+
+    from examples.square import square_with_scaled_grad
+
+    random.seed(123)
+    np.random.seed(123)
+    expected = (random.random(), np.random.random())
+    random.seed(123)
+    np.random.seed(123)
+    testing.custom_gradient_checks(square_with_scaled_grad)
+    assert (random.random(), np.random.random()) == expected
