@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter is not the checker's output
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # fewer TensorFlow C++ log lines on stderr (not those before absl starts)
 
 COMMANDS = {
     "run": ("explorer.serve", "start the app (--ops FILE_OR_MODULE adds your own ops)"),

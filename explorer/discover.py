@@ -130,7 +130,9 @@ def _nothing(target: str) -> LoadError:
 
 def discover(target: str | Path) -> Discovered:
     """Every custom-gradient function and Layer subclass in ``target`` (file, directory or module name)."""
-    text = str(target)
+    text = str(target).strip()
+    if not text:  # Path("") is the working directory: never import a folder nobody named
+        return Discovered(errors=[LoadError(repr(str(target)), "ValueError", "an empty target names nothing")])
     path = Path(text)
     looks_like_path = path.suffix == ".py" or "/" in text or "\\" in text or path.exists()
     if looks_like_path:

@@ -1,5 +1,10 @@
 """Figures of the explore view: pure functions from sweeps to :class:`plotly.graph_objects.Figure`.
 
+Each figure is written as plain dicts (traces, axes, shapes; the same properties the validated
+``make_subplots`` / ``add_trace`` / ``add_vrect`` calls used to produce) and wrapped in a Figure with
+plotly's validation off: validating every property cost about 20 times the rest of the build. The
+tests build every figure again with validation on and compare.
+
 Drawing conventions (the point of the explorer is to make conventions visible):
 
 * a jump is a BREAK in the line, never a steep segment: each curve is cut where the special-points
@@ -21,13 +26,15 @@ Colours are from the Okabe-Ito colour-blind-safe palette and the same in every f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer import detect
 from explorer.sweeps import Sweep, decimate
@@ -83,22 +90,58 @@ def _check_sweep(result: Sweep, name: str = "sweep") -> None:
         raise ValueError(f"{name} must have at least 2 rows, got {len(result)}")
 
 
-def _points_for(result: Sweep, points: pd.DataFrame | None) -> pd.DataFrame:
+class _Point(NamedTuple):
+    x: float
+    kind: str
+    note: str
+    status: str
+    features: str
+
+
+@dataclass(frozen=True)
+class _Points:
+    """The special-point table as plain arrays, sorted by x (pandas indexing per trace cost more than the
+    whole figure)."""
+
+    x: np.ndarray
+    kind: tuple[str, ...]
+    note: tuple[str, ...]
+    status: tuple[str, ...]
+    features: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.x.size)
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> _Points:
+        rows = [int(i) for i in rows]
+        return _Points(
+            self.x[rows] if rows else self.x[:0],
+            *(tuple(column[i] for i in rows) for column in (self.kind, self.note, self.status, self.features)),
+        )
+
+    def where(self, keep: Sequence[bool]) -> _Points:
+        return self.take([i for i, flag in enumerate(keep) if flag])
+
+    def rows(self) -> list[_Point]:
+        return [_Point(*row) for row in zip(self.x.tolist(), self.kind, self.note, self.status, self.features, strict=True)]
+
+
+def _points_for(result: Sweep, points: pd.DataFrame | None) -> _Points:
     """The special-point table: as given, else computed by :func:`explorer.points.special_points`."""
     if points is None:
         from explorer.points import special_points  # noqa: PLC0415  (only when not given)
 
         points = special_points(result)
-    table = pd.DataFrame(
-        {
-            "x": pd.to_numeric(points["x"], errors="coerce").astype(np.float64) if "x" in points else [],
-            "kind": points["kind"].astype(str) if "kind" in points else "",
-            "note": points["note"].astype(str) if "note" in points else "",
-            "status": points["status"].astype(str) if "status" in points else "ok",
-            "features": points["features"].astype(str) if "features" in points else "",
-        }
-    )
-    return table[np.isfinite(table["x"])].sort_values("x", kind="stable").reset_index(drop=True)
+    size = len(points)
+    x = pd.to_numeric(points["x"], errors="coerce").astype(np.float64).to_numpy() if "x" in points else np.zeros(0)
+
+    def text(column: str, default: str) -> list[str]:
+        return points[column].astype(str).tolist() if column in points else [default] * size
+
+    columns = (text("kind", ""), text("note", ""), text("status", "ok"), text("features", ""))
+    finite = np.flatnonzero(np.isfinite(x))
+    order = finite[np.argsort(x[finite], kind="stable")]
+    return _Points(x, *(tuple(column) for column in columns)).take(order)
 
 
 def _point_label(kind: str, note: str, status: str, x0: float, prefix: str = "") -> str:
@@ -140,7 +183,7 @@ def _breaks_between_rows(point, column: str) -> bool:
     return DECLARED_SERIES.get(point.kind) == column
 
 
-def _curve(full: Sweep, shown: Sweep, column: str, points: pd.DataFrame, drawn: pd.DataFrame) -> _Curve:
+def _curve(full: Sweep, shown: Sweep, column: str, points: _Points, drawn: _Points) -> _Curve:
     """Cut ``column`` at its discontinuities (from the points table, on the full sweep) and draw it on the
     decimated rows. Breaks are made at every point of ``points``; marks only at the points of ``drawn``.
     """
@@ -150,10 +193,10 @@ def _curve(full: Sweep, shown: Sweep, column: str, points: pd.DataFrame, drawn: 
     size = x_full.size
     cut_right: list[float] = []  # a gap goes just before the first shown row with x >= this
     marks: list[_Mark] = []
-    drawn_x = set(drawn["x"].tolist())
+    drawn_x = set(drawn.x.tolist())
     special_rows = full["point"].to_numpy() != ""
-    rows = np.clip(np.searchsorted(x_full, points["x"].to_numpy()), 0, size - 1)
-    for row, point in zip(rows.tolist(), points.itertuples(index=False), strict=True):
+    rows = np.clip(np.searchsorted(x_full, points.x), 0, size - 1)
+    for row, point in zip(rows.tolist(), points.rows(), strict=True):
         if row > 0 and abs(x_full[row - 1] - point.x) < abs(x_full[row] - point.x):
             row -= 1
         in_dtype = special_rows[row] and abs(x_full[row] - point.x) <= 4e-3 * abs(point.x) + 1e-12  # bfloat16 eps
@@ -183,22 +226,36 @@ def _curve(full: Sweep, shown: Sweep, column: str, points: pd.DataFrame, drawn: 
     return _Curve(column, np.insert(x_shown, where, np.nan), np.insert(y_shown, where, np.nan), marks)
 
 
-# -- traces ---------------------------------------------------------------------------------------------------
-def _line_trace(curve: _Curve, name: str, colour: str, legendgroup: str, showlegend: bool = True) -> go.Scatter:
-    return go.Scatter(
-        x=curve.x,
-        y=curve.y,
-        mode="lines",
-        name=name,
-        legendgroup=legendgroup,
-        showlegend=showlegend,
-        line={"color": colour, "width": 2.2},
-        connectgaps=False,
-        hovertemplate=f"{name}<br>x = %{{x:.5g}}<br>y = %{{y:.5g}}<extra></extra>",
-    )
+# -- traces (plain dicts: the figure is built without plotly's per-property validation) ----------------------
+def _axis_names(col: int) -> tuple[str, str]:
+    """Trace references of panel ``col`` (1-based): ("x", "y"), ("x2", "y2"), ..."""
+    suffix = "" if col == 1 else str(col)
+    return f"x{suffix}", f"y{suffix}"
 
 
-def _marker_traces(curve: _Curve, name: str, colour: str, at_group: str, limit_group: str) -> list[go.Scatter]:
+def _on_panel(trace: dict, col: int | None) -> dict:
+    """``trace`` placed on panel ``col`` (as ``add_trace(row=1, col=col)`` does); None: a figure without panels."""
+    if col is not None:
+        trace["xaxis"], trace["yaxis"] = _axis_names(col)
+    return trace
+
+
+def _line_trace(curve: _Curve, name: str, colour: str, legendgroup: str, showlegend: bool = True) -> dict:
+    return {
+        "type": "scatter",
+        "x": curve.x,
+        "y": curve.y,
+        "mode": "lines",
+        "name": name,
+        "legendgroup": legendgroup,
+        "showlegend": showlegend,
+        "line": {"color": colour, "width": 2.2},
+        "connectgaps": False,
+        "hovertemplate": f"{name}<br>x = %{{x:.5g}}<br>y = %{{y:.5g}}<extra></extra>",
+    }
+
+
+def _marker_traces(curve: _Curve, name: str, colour: str, at_group: str, limit_group: str) -> list[dict]:
     """Filled markers AT the points and open markers at the differing one-sided limits."""
     at_x = np.asarray([m.x for m in curve.marks], dtype=np.float64)
     at_y = np.asarray([m.at for m in curve.marks], dtype=np.float64)
@@ -216,47 +273,50 @@ def _marker_traces(curve: _Curve, name: str, colour: str, at_group: str, limit_g
     traces = []
     if at_x.size:
         traces.append(
-            go.Scatter(
-                x=at_x,
-                y=at_y,
-                mode="markers",
-                name=f"{name} AT the point",
-                legendgroup=at_group,
-                showlegend=False,
-                marker={"symbol": "circle", "size": 9, "color": colour, "line": {"color": "white", "width": 1}},
-                text=at_text,
-                hovertemplate="%{text}<extra></extra>",
-            )
+            {
+                "type": "scatter",
+                "x": at_x,
+                "y": at_y,
+                "mode": "markers",
+                "name": f"{name} AT the point",
+                "legendgroup": at_group,
+                "showlegend": False,
+                "marker": {"symbol": "circle", "size": 9, "color": colour, "line": {"color": "white", "width": 1}},
+                "text": at_text,
+                "hovertemplate": "%{text}<extra></extra>",
+            }
         )
     if limit_x:
         traces.append(
-            go.Scatter(
-                x=np.asarray(limit_x, dtype=np.float64),
-                y=np.asarray(limit_y, dtype=np.float64),
-                mode="markers",
-                name=f"{name} one-sided limit",
-                legendgroup=limit_group,
-                showlegend=False,
-                marker={"symbol": "circle-open", "size": 10, "color": colour, "line": {"width": 2}},
-                text=limit_text,
-                hovertemplate="%{text}<extra></extra>",
-            )
+            {
+                "type": "scatter",
+                "x": np.asarray(limit_x, dtype=np.float64),
+                "y": np.asarray(limit_y, dtype=np.float64),
+                "mode": "markers",
+                "name": f"{name} one-sided limit",
+                "legendgroup": limit_group,
+                "showlegend": False,
+                "marker": {"symbol": "circle-open", "size": 10, "color": colour, "line": {"width": 2}},
+                "text": limit_text,
+                "hovertemplate": "%{text}<extra></extra>",
+            }
         )
     return traces
 
 
-def _legend_marker(name: str, symbol: str, group: str) -> go.Scatter:
+def _legend_marker(name: str, symbol: str, group: str) -> dict:
     """A legend-only entry that explains a marker (it draws nothing)."""
-    return go.Scatter(
-        x=[None],
-        y=[None],
-        mode="markers",
-        name=name,
-        legendgroup=group,
-        showlegend=True,
-        marker={"symbol": symbol, "size": 9, "color": MARKER_LEGEND_COLOUR, "line": {"width": 2}},
-        hoverinfo="skip",
-    )
+    return {
+        "type": "scatter",
+        "x": [None],
+        "y": [None],
+        "mode": "markers",
+        "name": name,
+        "legendgroup": group,
+        "showlegend": True,
+        "marker": {"symbol": symbol, "size": 9, "color": MARKER_LEGEND_COLOUR, "line": {"width": 2}},
+        "hoverinfo": "skip",
+    }
 
 
 def _vertical_lines(
@@ -270,7 +330,7 @@ def _vertical_lines(
     showlegend: bool,
     dash: str = "dash",
     width: float = 1.4,
-) -> go.Scatter:
+) -> dict:
     """Vertical lines at ``xs`` spanning ``y_range``, hoverable along their length.
 
     Each line has a few hoverable vertices (fewer when there are many lines, to bound the JSON).
@@ -283,26 +343,27 @@ def _vertical_lines(
     line_x[:, :vertices] = np.asarray(xs, dtype=np.float64)[:, None]
     line_y[:, :vertices] = ys[None, :]
     text = [entry for label in labels for entry in [label] * vertices + [""]]
-    return go.Scatter(
-        x=line_x.ravel(),
-        y=line_y.ravel(),
-        mode="lines",
-        name=name,
-        legendgroup=group,
-        showlegend=showlegend,
-        line={"color": colour, "width": width, "dash": dash},
-        opacity=0.85,
-        text=text,
-        hovertemplate="%{text}<extra></extra>",
-    )
+    return {
+        "type": "scatter",
+        "x": line_x.ravel(),
+        "y": line_y.ravel(),
+        "mode": "lines",
+        "name": name,
+        "legendgroup": group,
+        "showlegend": showlegend,
+        "line": {"color": colour, "width": width, "dash": dash},
+        "opacity": 0.85,
+        "text": text,
+        "hovertemplate": "%{text}<extra></extra>",
+    }
 
 
-def _thin(table: pd.DataFrame) -> pd.DataFrame:
+def _thin(table: _Points) -> _Points:
     """At most MAX_DRAWN_POINTS special points, evenly spread, for lines and markers (bounds the JSON)."""
     if len(table) <= MAX_DRAWN_POINTS:
         return table
     keep = np.unique(np.linspace(0, len(table) - 1, MAX_DRAWN_POINTS).round().astype(int))
-    return table.iloc[keep].reset_index(drop=True)
+    return table.take(keep)
 
 
 def _panel_range(curves: Sequence[_Curve], include_zero: bool) -> tuple[float, float]:
@@ -331,12 +392,33 @@ def _default_title(result: Sweep) -> tuple[str, str]:
     return title, " · ".join(bits)
 
 
-def _style(fig: go.Figure, title: str, subtitle: str) -> None:
-    fig.update_layout(
-        template="plotly_white",
-        height=FIGURE_HEIGHT,
-        font=FONT,
-        title={
+# -- layout (plain dicts) -------------------------------------------------------------------------------------
+AXIS_STYLE = {
+    "zeroline": True,
+    "zerolinecolor": "#D0D0D0",
+    "showline": True,
+    "linecolor": "#BBBBBB",
+    "ticks": "outside",
+    "tickcolor": "#BBBBBB",
+}
+TEMPLATE = "plotly_white"
+
+
+@cache
+def _template_json() -> str:
+    """The ``plotly_white`` template, expanded as plotly writes it into a figure (plotly.js knows no names)."""
+    import plotly.io  # noqa: PLC0415
+
+    return json.dumps(plotly.io.templates[TEMPLATE].to_plotly_json())
+
+
+def _layout(title: str, subtitle: str) -> dict:
+    """The look every figure shares: template, size, font, title and subtitle, legend below, hover."""
+    return {
+        "template": json.loads(_template_json()),  # a fresh copy: a caller may change its figure
+        "height": FIGURE_HEIGHT,
+        "font": dict(FONT),
+        "title": {
             "text": title,
             "subtitle": {"text": subtitle, "font": {"size": 12, "color": "#666"}},
             "x": 0.01,
@@ -345,8 +427,8 @@ def _style(fig: go.Figure, title: str, subtitle: str) -> None:
             "yanchor": "top",
             "font": {"size": 17},
         },
-        margin={"l": 64, "r": 24, "t": 92, "b": 40},  # the bottom grows to fit the legend (autoexpand)
-        legend={
+        "margin": {"l": 64, "r": 24, "t": 92, "b": 40},  # the bottom grows to fit the legend (autoexpand)
+        "legend": {
             "orientation": "h",
             "yanchor": "top",
             "y": -0.2,
@@ -355,26 +437,47 @@ def _style(fig: go.Figure, title: str, subtitle: str) -> None:
             "font": {"size": 12},
             "tracegroupgap": 4,
         },
-        hovermode="closest",
-        hoverlabel={"font": {"size": 12}, "align": "left"},
-    )
-    fig.update_xaxes(
-        title_text="x",
-        zeroline=True,
-        zerolinecolor="#D0D0D0",
-        showline=True,
-        linecolor="#BBBBBB",
-        ticks="outside",
-        tickcolor="#BBBBBB",
-    )
-    fig.update_yaxes(
-        zeroline=True, zerolinecolor="#D0D0D0", showline=True, linecolor="#BBBBBB", ticks="outside", tickcolor="#BBBBBB"
-    )
-    fig.update_annotations(font_size=14, selector={"xref": "paper"})  # the subplot titles
+        "hovermode": "closest",
+        "hoverlabel": {"font": {"size": 12}, "align": "left"},
+    }
+
+
+def _panels_layout(layout: dict, titles: Sequence[str], spacing: float) -> None:
+    """One row of panels sharing one x axis (zoom one, zoom all), each with its title above it: the axes and
+    annotations ``make_subplots(rows=1, cols=len(titles), shared_xaxes="all", ...)`` makes, same arithmetic."""
+    cols = len(titles)
+    width = (1.0 - spacing * (cols - 1)) / cols
+    annotations = layout.setdefault("annotations", [])
+    for index, text in enumerate(titles):
+        col = index + 1
+        x_name, y_name = _axis_names(col)
+        start = sum([width] * index) + index * spacing
+        domain = [start, start + width]
+        layout[f"xaxis{col if col > 1 else ''}"] = {
+            "anchor": y_name,
+            "domain": domain,
+            **({"matches": "x"} if col > 1 else {}),
+            "title": {"text": "x"},
+            **AXIS_STYLE,
+        }
+        layout[f"yaxis{col if col > 1 else ''}"] = {"anchor": x_name, "domain": [0.0, 1.0], **AXIS_STYLE}
+        annotations.append(
+            {
+                "y": 1.0,
+                "xref": "paper",
+                "x": sum(domain) / 2.0,
+                "yref": "paper",
+                "text": text,
+                "showarrow": False,
+                "font": {"size": 14},
+                "xanchor": "center",
+                "yanchor": "bottom",
+            }
+        )
 
 
 def _shade(
-    fig: go.Figure,
+    layout: dict,
     runs: list[tuple[float, float]],
     col: int,
     *,
@@ -384,36 +487,48 @@ def _shade(
     showlegend: bool,
     annotation: str | None = None,
 ) -> bool:
-    """Shade x intervals on one panel; the first one carries the legend entry. Returns whether any was drawn."""
+    """Shade x intervals on one panel (full panel height); the first one carries the legend entry and the
+    annotation, at its top left. Returns whether any was drawn."""
+    x_name, y_name = _axis_names(col)
     for index, (x0, x1) in enumerate(runs):
-        extra = {}
-        if annotation and index == 0:
-            extra = {
-                "annotation_text": annotation,
-                "annotation_position": "top left",
-                "annotation_font": {"size": 11, "color": "#555"},
+        layout.setdefault("shapes", []).append(
+            {
+                "type": "rect",
+                "x0": x0,
+                "x1": x1,
+                "xref": x_name,
+                "y0": 0,
+                "y1": 1,
+                "yref": f"{y_name} domain",
+                "fillcolor": colour,
+                "opacity": opacity,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": name,
+                "legendgroup": name,
+                "showlegend": showlegend and index == 0,
             }
-        fig.add_vrect(
-            x0=x0,
-            x1=x1,
-            row=1,
-            col=col,
-            fillcolor=colour,
-            opacity=opacity,
-            line_width=0,
-            layer="below",
-            exclude_empty_subplots=False,
-            name=name,
-            legendgroup=name,
-            showlegend=showlegend and index == 0,
-            **extra,
         )
+        if annotation and index == 0:
+            layout.setdefault("annotations", []).append(
+                {
+                    "text": annotation,
+                    "font": {"size": 11, "color": "#555"},
+                    "showarrow": False,
+                    "x": x0,
+                    "xanchor": "left",
+                    "xref": x_name,
+                    "y": 1,
+                    "yanchor": "top",
+                    "yref": f"{y_name} domain",
+                }
+            )
     return bool(runs)
 
 
-def _clip_windows(full: Sweep, points: pd.DataFrame) -> list[tuple[float, float]]:
+def _clip_windows(full: Sweep, points: _Points) -> list[tuple[float, float]]:
     """Intervals between consecutive boundaries where the custom gradient is mostly non-zero."""
-    bounds = np.unique(points.loc[points["kind"] == "boundary", "x"].to_numpy(dtype=np.float64))
+    bounds = np.unique(points.x[[kind == "boundary" for kind in points.kind]])
     x = full["x"].to_numpy(dtype=np.float64)
     custom = full["custom_grad"].to_numpy(dtype=np.float64)
     windows = []
@@ -429,6 +544,17 @@ def _x_runs(x: np.ndarray, mask: np.ndarray) -> list[tuple[float, float]]:
     return [(float(x[a]), float(x[b])) for a, b in runs]
 
 
+def as_figure(spec: dict) -> go.Figure:
+    """A :class:`plotly.graph_objects.Figure` of a figure spec (``{"data": [...], "layout": {...}}`` of this
+    module), without plotly's per-property validation.
+
+    Validation costs ~20x the build itself; the specs are checked once, by the tests (which build each
+    figure again with validation on). ``st.plotly_chart`` would validate a plain dict (``Figure(**dict)``)
+    but sends a Figure as it is (``to_dict``).
+    """
+    return go.Figure(spec, _validate=False)
+
+
 # -- public figures --------------------------------------------------------------------------------------
 def main_figure(
     result: Sweep,
@@ -442,8 +568,21 @@ def main_figure(
 
     ``points`` is the table of :func:`explorer.points.special_points` (computed when None). Every
     curve has at most about ``max_points`` points (:func:`explorer.sweeps.decimate`), keeping every
-    special point and both sides of every jump.
+    special point and both sides of every jump. :func:`main_figure_spec` is the same figure as dicts.
     """
+    return as_figure(main_figure_spec(result, points, overlay=overlay, title=title, max_points=max_points))
+
+
+def main_figure_spec(
+    result: Sweep,
+    points: pd.DataFrame | None = None,
+    *,
+    overlay: bool = False,
+    title: str | None = None,
+    max_points: int = 5000,
+) -> dict:
+    """:func:`main_figure` as plain dicts ``{"data": [...], "layout": {...}}`` (arrays as NumPy arrays): what a
+    page sends to the browser, without building plotly objects (see :func:`explorer.ui.widgets.plotly_chart`)."""
     _check_sweep(result)
     shown = decimate(result, max_points)
     table = _points_for(result, points)
@@ -455,13 +594,12 @@ def main_figure(
     series_names = {**SERIES_NAMES, "true_grad": result.true_gradient_label}
     panel_titles = {**PANEL_TITLES, "true_grad": result.true_gradient_label.capitalize()}
     titles = ["Forward", "True and custom gradient"] if overlay else [panel_titles[c] for c in SERIES]
-    fig = make_subplots(
-        rows=1,
-        cols=len(panels),
-        shared_xaxes="all",
-        subplot_titles=titles,
-        horizontal_spacing=0.07 if overlay else 0.06,
-    )
+    default_title, subtitle = _default_title(result)
+    if len(drawn) < len(table):
+        subtitle += f" · marked: {len(drawn)} of {len(table)} special points"
+    layout = _layout(title if title is not None else default_title, subtitle)
+    _panels_layout(layout, titles, 0.07 if overlay else 0.06)
+    data: list[dict] = []
     x_full = result["x"].to_numpy(dtype=np.float64)
     clip_windows = _clip_windows(result, table)
     has_marks = False
@@ -471,17 +609,18 @@ def main_figure(
     for col, columns in enumerate(panels, start=1):
         panel_curves = [curves[c] for c in columns]
         y_range = _panel_range(panel_curves, include_zero=columns[0] != "forward")
-        fig.update_yaxes(
-            range=list(y_range), title_text="forward y" if columns[0] == "forward" else "dy/dx", row=1, col=col
-        )
+        y_axis = layout[f"yaxis{col if col > 1 else ''}"]
+        y_axis["title"] = {"text": "forward y" if columns[0] == "forward" else "dy/dx"}
+        y_axis["range"] = list(y_range)
         # shading first, so it sits below the curves
         _shade(
-            fig, clip_windows, col, name=CLIP_LABEL, colour=KIND_COLOURS["boundary"], opacity=0.10, showlegend=col == 1
-        )
+            layout, clip_windows, col, name=CLIP_LABEL, colour=KIND_COLOURS["boundary"], opacity=0.10,
+            showlegend=col == 1,
+        )  # fmt: skip
         if "true_grad" in columns:
             missing = _x_runs(x_full, result["true_grad_missing"].to_numpy(dtype=bool))
             _shade(
-                fig,
+                layout,
                 missing,
                 col,
                 name=MISSING_LABEL,
@@ -492,60 +631,46 @@ def main_figure(
             )
         # special-point lines, one trace per kind
         for kind, colour in KIND_COLOURS.items():
-            rows = drawn[(drawn["kind"] == kind) & (drawn["status"] != "undeclared")]
-            if rows.empty:
+            rows = [p for p in drawn.rows() if p.kind == kind and p.status != "undeclared"]
+            if not rows:
                 continue
-            labels = [
-                _point_label(k, n, s, x0)
-                for x0, k, n, s in zip(rows["x"], rows["kind"], rows["note"], rows["status"], strict=True)
-            ]
-            fig.add_trace(
-                _vertical_lines(
-                    rows["x"].tolist(),
-                    labels,
-                    y_range,
-                    name=f"special point: {kind}",
-                    colour=colour,
-                    group=f"kind-{kind}",
-                    showlegend=kind not in kinds_shown,
-                ),
-                row=1,
-                col=col,
+            labels = [_point_label(p.kind, p.note, p.status, p.x) for p in rows]
+            line = _vertical_lines(
+                [p.x for p in rows],
+                labels,
+                y_range,
+                name=f"special point: {kind}",
+                colour=colour,
+                group=f"kind-{kind}",
+                showlegend=kind not in kinds_shown,
             )
+            data.append(_on_panel(line, col))
             kinds_shown.add(kind)
-        undeclared = drawn[drawn["status"] == "undeclared"]
-        if not undeclared.empty:
-            labels = [
-                _point_label(k, n, s, x0)
-                for x0, k, n, s in zip(
-                    undeclared["x"], undeclared["kind"], undeclared["note"], undeclared["status"], strict=True
-                )
-            ]
-            fig.add_trace(
-                _vertical_lines(
-                    undeclared["x"].tolist(),
-                    labels,
-                    y_range,
-                    name=UNDECLARED_LABEL,
-                    colour=UNDECLARED_COLOUR,
-                    group="undeclared",
-                    dash="dashdot",
-                    width=2.4,
-                    showlegend=not undeclared_shown,
-                ),
-                row=1,
-                col=col,
+        undeclared = [p for p in drawn.rows() if p.status == "undeclared"]
+        if undeclared:
+            labels = [_point_label(p.kind, p.note, p.status, p.x) for p in undeclared]
+            line = _vertical_lines(
+                [p.x for p in undeclared],
+                labels,
+                y_range,
+                name=UNDECLARED_LABEL,
+                colour=UNDECLARED_COLOUR,
+                group="undeclared",
+                dash="dashdot",
+                width=2.4,
+                showlegend=not undeclared_shown,
             )
+            data.append(_on_panel(line, col))
             undeclared_shown = True
         # curves, then markers on top
         for curve in panel_curves:
             name = series_names[curve.column]
-            fig.add_trace(_line_trace(curve, name, SERIES_COLOURS[curve.column], curve.column), row=1, col=col)
+            data.append(_on_panel(_line_trace(curve, name, SERIES_COLOURS[curve.column], curve.column), col))
         for curve in panel_curves:
             for trace in _marker_traces(
                 curve, series_names[curve.column], SERIES_COLOURS[curve.column], "at-point", "one-sided-limit"
             ):
-                fig.add_trace(trace, row=1, col=col)
+                data.append(_on_panel(trace, col))
                 has_marks = True
         # inf / NaN values: marked at the top of the panel
         for curve in panel_curves:
@@ -558,35 +683,29 @@ def main_figure(
                 f"{series_names[curve.column]} is inf/NaN on x in [{_fmt(x_full[a])}, {_fmt(x_full[b])}]"
                 for a, b in runs
             ]
-            fig.add_trace(
-                go.Scatter(
-                    x=mid,
-                    y=[y_range[1] - 0.04 * (y_range[1] - y_range[0])] * len(mid),
-                    mode="markers",
-                    name=NONFINITE_LABEL,
-                    legendgroup="nonfinite",
-                    showlegend=not nonfinite_shown,
-                    marker={
-                        "symbol": "x-thin",
-                        "size": 12,
-                        "color": NONFINITE_COLOUR,
-                        "line": {"width": 3, "color": NONFINITE_COLOUR},
-                    },
-                    text=text,
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
+            trace = {
+                "type": "scatter",
+                "x": mid,
+                "y": [y_range[1] - 0.04 * (y_range[1] - y_range[0])] * len(mid),
+                "mode": "markers",
+                "name": NONFINITE_LABEL,
+                "legendgroup": "nonfinite",
+                "showlegend": not nonfinite_shown,
+                "marker": {
+                    "symbol": "x-thin",
+                    "size": 12,
+                    "color": NONFINITE_COLOUR,
+                    "line": {"width": 3, "color": NONFINITE_COLOUR},
+                },
+                "text": text,
+                "hovertemplate": "%{text}<extra></extra>",
+            }
+            data.append(_on_panel(trace, col))
             nonfinite_shown = True
     if has_marks:
-        fig.add_trace(_legend_marker(AT_LABEL, "circle", "at-point"), row=1, col=1)
-        fig.add_trace(_legend_marker(LIMIT_LABEL, "circle-open", "one-sided-limit"), row=1, col=1)
-    default_title, subtitle = _default_title(result)
-    if len(drawn) < len(table):
-        subtitle += f" · marked: {len(drawn)} of {len(table)} special points"
-    _style(fig, title if title is not None else default_title, subtitle)
-    return fig
+        data.append(_on_panel(_legend_marker(AT_LABEL, "circle", "at-point"), 1))
+        data.append(_on_panel(_legend_marker(LIMIT_LABEL, "circle-open", "one-sided-limit"), 1))
+    return {"data": data, "layout": layout}
 
 
 def compare_figure(
@@ -600,8 +719,21 @@ def compare_figure(
     """Custom gradients of several sweeps overlaid, each in its own colour with its own special points.
 
     Use it for several ops, or one op at several values of one parameter (e.g. ``ste_sign`` with
-    ``clip_value`` 0.5, 1, 2); the caller makes the sweeps and labels.
+    ``clip_value`` 0.5, 1, 2); the caller makes the sweeps and labels. :func:`compare_figure_spec` is the
+    same figure as dicts.
     """
+    return as_figure(compare_figure_spec(sweeps, labels, points, max_points=max_points, title=title))
+
+
+def compare_figure_spec(
+    sweeps: Sequence[Sweep],
+    labels: Sequence[str],
+    points: Sequence[pd.DataFrame | None] | None = None,
+    *,
+    max_points: int = 5000,
+    title: str | None = None,
+) -> dict:
+    """:func:`compare_figure` as plain dicts ``{"data": [...], "layout": {...}}``."""
     sweeps = list(sweeps)
     labels = [str(label) for label in labels]
     if not sweeps:
@@ -619,19 +751,16 @@ def compare_figure(
         for result, table, drawn in zip(sweeps, tables, tables_drawn, strict=True)
     ]
     y_range = _panel_range(curves, include_zero=True)
-    fig = go.Figure()
+    data: list[dict] = []
     has_marks = False
     for index, (curve, table, label) in enumerate(zip(curves, tables_drawn, labels, strict=True)):
         colour = COMPARE_COLOURS[index % len(COMPARE_COLOURS)]
         group = f"sweep-{index}"
-        if not table.empty:
-            point_labels = [
-                _point_label(k, n, s, x0, prefix=f"{label}: ")
-                for x0, k, n, s in zip(table["x"], table["kind"], table["note"], table["status"], strict=True)
-            ]
-            fig.add_trace(
+        if len(table):
+            point_labels = [_point_label(p.kind, p.note, p.status, p.x, prefix=f"{label}: ") for p in table.rows()]
+            data.append(
                 _vertical_lines(
-                    table["x"].tolist(),
+                    table.x.tolist(),
                     point_labels,
                     y_range,
                     name=f"{label}: special points",
@@ -641,22 +770,27 @@ def compare_figure(
                     dash="dash",
                 )
             )
-        fig.add_trace(_line_trace(curve, label, colour, group))
+        data.append(_line_trace(curve, label, colour, group))
         for trace in _marker_traces(curve, label, colour, group, group):
-            fig.add_trace(trace)
+            data.append(trace)
             has_marks = True
     if has_marks:
-        fig.add_trace(_legend_marker(AT_LABEL, "circle", "legend-at"))
-        fig.add_trace(_legend_marker(LIMIT_LABEL, "circle-open", "legend-limit"))
+        data.append(_legend_marker(AT_LABEL, "circle", "legend-at"))
+        data.append(_legend_marker(LIMIT_LABEL, "circle-open", "legend-limit"))
     subtitle = "dashed lines: each curve's special points, in its colour"
-    _style(fig, title if title is not None else "Custom gradients compared", subtitle)
-    fig.update_yaxes(range=list(y_range), title_text="dy/dx (custom gradient)")
-    fig.update_layout(margin={"t": 80}, legend={"y": -0.18})
-    return fig
+    layout = _layout(title if title is not None else "Custom gradients compared", subtitle)
+    layout["margin"]["t"] = 80
+    layout["legend"]["y"] = -0.18
+    layout["xaxis"] = {"title": {"text": "x"}, **AXIS_STYLE}
+    layout["yaxis"] = {**AXIS_STYLE, "title": {"text": "dy/dx (custom gradient)"}, "range": list(y_range)}
+    return {"data": data, "layout": layout}
 
 
-def figure_html(fig: go.Figure) -> str:
-    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN)."""
+def figure_html(fig: go.Figure | dict) -> str:
+    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN).
+    ``fig`` is a Figure or a spec of this module (:func:`main_figure_spec`)."""
+    if isinstance(fig, dict) and {"data", "layout"} <= set(fig):
+        fig = as_figure(fig)
     if not isinstance(fig, go.Figure):
         raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
     return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})

@@ -137,7 +137,9 @@ def yin2019(ste: str, steps: int = 3000, lr: float = 0.1) -> pd.DataFrame:
     ``v -= lr * df/dv`` (exact expected gradient) and ``w -= lr * E[g_ste]`` (expected coarse gradient,
     :func:`yin2019_coarse_grad_w`), both at the current (v, w). One row per step, step 0 the start:
     ``step, loss, theta, w_norm, w_along_target`` (w'w*), ``grad_v_norm, grad_w_norm`` (of the step
-    taken from that row), ``v_1..v_4``.
+    taken from that row), ``v_1..v_4``. A large ``lr`` can make the identity STE diverge: the run
+    stops at the last step whose (v, w) is finite, within :data:`YIN_DIVERGED` and has w != 0 (theta
+    is undefined there), so ``len(frame) - 1 < steps`` means "diverged" (see :func:`yin2019_summary`).
     """
     _check_ste(ste)
     steps = _check_whole("steps", steps, 1, 100_000)
@@ -145,6 +147,8 @@ def yin2019(ste: str, steps: int = 3000, lr: float = 0.1) -> pd.DataFrame:
     v, w = YIN_START_V.copy(), -YIN_TEACHER_W.copy()
     rows = []
     for step in range(steps + 1):
+        if not _yin_state_ok(v, w):
+            break
         theta = yin2019_angle(w, YIN_TEACHER_W)
         grad_v = yin2019_grad_v(v, theta)
         grad_w = yin2019_coarse_grad_w(ste, v, w)
@@ -158,8 +162,17 @@ def yin2019(ste: str, steps: int = 3000, lr: float = 0.1) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns + [f"v_{i}" for i in range(1, YIN_HIDDEN + 1)])
 
 
-def yin2019_summary(histories: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per STE: start and final loss, highest loss, first step with theta < pi/2 (w flipped), final theta."""
+YIN_DIVERGED = 1e100  # |v|, |w| beyond this: squares would overflow float64 within a few steps
+
+
+def _yin_state_ok(v: np.ndarray, w: np.ndarray) -> bool:
+    largest = max(float(np.max(np.abs(v))), float(np.max(np.abs(w))))
+    return math.isfinite(largest) and largest < YIN_DIVERGED and float(np.linalg.norm(w)) > 0.0
+
+
+def yin2019_summary(histories: dict[str, pd.DataFrame], steps: int | None = None) -> pd.DataFrame:
+    """Per STE: start and final loss, highest loss, first step with theta < pi/2 (w flipped), final theta,
+    and ``diverged``: the run stopped before ``steps`` (when given) because v or w left the float range."""
     rows = []
     for ste, history in histories.items():
         flipped = history.index[history["theta"] < math.pi / 2]
@@ -172,6 +185,7 @@ def yin2019_summary(histories: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "w flips at step": int(history["step"].loc[flipped[0]]) if len(flipped) else None,
                 "final theta": float(history["theta"].iloc[-1]),
                 "steps": int(history["step"].iloc[-1]),
+                "diverged": steps is not None and int(history["step"].iloc[-1]) < steps,
             }
         )
     return pd.DataFrame(rows)

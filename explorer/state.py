@@ -93,7 +93,7 @@ def default_state() -> ExploreState:
     return ExploreState()
 
 
-def _first(query: Mapping[str, Any], key: str) -> str | None:
+def _last(query: Mapping[str, Any], key: str) -> str | None:
     value = query.get(key)
     if isinstance(value, (list, tuple)):
         value = value[-1] if value else None  # repeated keys: the last one wins, as in Streamlit
@@ -113,7 +113,7 @@ def from_query(query: Mapping[str, Any]) -> tuple[ExploreState, list[str]]:
     base = default_state()
 
     def text(key: str) -> str | None:
-        raw = _first(query, key)
+        raw = _last(query, key)
         if raw is not None and len(raw) > MAX_QUERY_VALUE:
             notices.append(f"URL value of '{key}' is too long ({len(raw)} characters); using the default.")
             return None
@@ -406,7 +406,7 @@ PRESET_URL_KEY = "preset"
 def preset_from_query(query: Mapping[str, Any], known: Sequence[str]) -> tuple[str | None, list[str]]:
     """The preset a Train-page URL asks for (None: none asked, or not one of ``known``) and a notice
     for a value that is not used. Repeated keys: the last one wins, as on the other pages."""
-    raw = _first(query, PRESET_URL_KEY)
+    raw = _last(query, PRESET_URL_KEY)
     if raw is None:
         return None, []
     if len(raw) > MAX_QUERY_VALUE:

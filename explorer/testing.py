@@ -13,8 +13,11 @@ Nothing here imports streamlit.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 import ops
 from explorer import usercheck
@@ -24,10 +27,23 @@ from explorer.verify import Check
 def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarations: Any) -> list[Check]:
     """The checks of :mod:`explorer.usercheck` on a custom-gradient function or a Keras Layer subclass.
 
+    The checks seed Keras (``keras.utils.set_random_seed``) for repeatable fits; Python's and NumPy's
+    global random states are put back afterwards, so your test suite's own random draws are unchanged
+    (TensorFlow's global seed cannot be read back, and stays set).
+
     For a function, ``declarations`` go to :func:`ops.from_function` (``forward``, ``points``, ``ranges``,
     ``title``, ``justification``) plus ``params`` (values to check at) and ``time_limit``; for a layer,
     ``op`` (the custom-gradient function it calls; default: those of its module) and ``time_limit``.
     """
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        return _checks(fn_or_layer, declarations)
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]) -> list[Check]:
     import keras
 
     if isinstance(fn_or_layer, keras.layers.Layer):

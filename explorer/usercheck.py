@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import io
 import tempfile
 import threading
@@ -53,7 +54,6 @@ from explorer.verify import (
     _fmt,
     _grid,
     _guarded,
-    _other_values,
     _result,
     _where,
     check_keras_fit,
@@ -139,7 +139,7 @@ def run_limited(name: str, function: Callable[[], Check], time_limit: float = TI
 def _explained(error: BaseException) -> str:
     text = _error_text(error)
     hints = [hint for marker, hint in HINTS if marker in str(error)]
-    return text + (f". Fix: {hints[0]}" if hints else "")
+    return text.rstrip(". ") + (f". Fix: {hints[0]}" if hints else "")
 
 
 # -- calling the user's function ----------------------------------------------------------------------
@@ -227,14 +227,16 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
             at = tf.constant(x64[overflow])
             true64 = user.forward_values(at, {**spec.defaults(), **params}).numpy() if dtype != "float64" else None
             if true64 is None:
-                notes.append(f"float64 forward overflows at {where(overflow)}")
+                notes.append(
+                    f"float64 forward overflows at {where(overflow)} (no wider dtype to tell whether it should)"
+                )
             else:
                 fits = np.abs(true64) <= float(np.finfo(dtype).max)
-                unrepresentable = np.zeros_like(overflow)
-                unrepresentable[np.flatnonzero(overflow)[fits]] = True
+                overflow_that_fits = np.zeros_like(overflow)
+                overflow_that_fits[np.flatnonzero(overflow)[fits]] = True
                 if fits.any():
                     problems.append(
-                        f"{dtype}: the forward overflows to inf at {where(unrepresentable)} although its true value "
+                        f"{dtype}: the forward overflows to inf at {where(overflow_that_fits)} although its true value "
                         f"(float64: {_fmt(float(true64[fits][0]))}) fits {dtype}"
                     )
                 if (~fits).any():
@@ -256,12 +258,25 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
     )
 
 
+def _graph_values(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, float]:
+    """A value other than fn's default for every parameter, always passed (by keyword where the signature
+    says so): the keyword path under ``tf.function`` is what this check is for."""
+    defaults, used = spec.defaults(), {}
+    for param in spec.params:
+        for candidate in ((params[param.name] + param.high) / 2.0, (param.low + defaults[param.name]) / 2.0, param.low):
+            value = float(round(candidate)) if param.integer else candidate
+            if value != defaults[param.name]:
+                break
+        used[param.name] = value
+    return used
+
+
 @_guarded("graph")
 def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
     x_values = _grid(spec, params, n=61)
     x = tf.constant(x_values)
-    used = _other_values(spec, params) if spec.params else {}
-    call = _caller(spec, used)
+    used = _graph_values(spec, params)
+    call = (lambda x: _user(spec).call(x, used)) if used else _caller(spec, params)
     upstream = tf.fill(tf.shape(x), tf.constant(GRAPH_UPSTREAM, x.dtype))
     passed = ""
     if used:
@@ -510,7 +525,49 @@ def check_function(
             ("vs_autodiff", with_sweep(check_vs_autodiff)),
             ("saved_model", lambda: check_saved_model(spec, resolved)),
         )
-        return [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]
+        results = _run_plan(plan, time_limit)
+    return _blame_shape(results)
+
+
+def _run_plan(plan: Sequence[tuple[str, Callable[[], Check]]], time_limit: float) -> list[Check]:
+    """Each check in turn; after one overruns its time limit the rest are not run: each would wait as long
+    again for the same hung call, and every abandoned worker keeps a core busy."""
+    results: list[Check] = []
+    timed_out = None
+    for name, run in plan:
+        if timed_out:
+            results.append(_result(name, "warn", f"not run: the {timed_out} check timed out before it"))
+            continue
+        results.append(_explain_fail(run_limited(name, run, time_limit)))
+        if results[-1].message.startswith("TimeoutError"):
+            timed_out = name
+    return results
+
+
+def _required_arguments(layer_class: type) -> list[str]:
+    """Constructor parameters without a default (``units`` of ``MyLayer(units)``)."""
+    try:
+        parameters = inspect.signature(layer_class).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [p.name for p in parameters if p.default is inspect.Parameter.empty and p.kind not in kinds]
+
+
+def _blame_shape(results: list[Check]) -> list[Check]:
+    """A gradient of the wrong shape breaks later checks with errors about arrays (IndexError, "Incompatible
+    shapes") and makes the comparison with the true gradient meaningless: point at the cause."""
+    if all(result.passed for result in results if result.name == "shape_dtype"):
+        return results
+    blamed = []
+    for result in results:
+        if result.name == "vs_autodiff" and result.passed:
+            result = _result(result.name, "warn", "not meaningful: the gradient has the wrong shape (see shape_dtype)")
+        elif not result.passed and "raised" in result.message and "Fix:" not in result.message:
+            message = f"{result.message} (a consequence of the wrong gradient shape or dtype: fix shape_dtype first)"
+            result = _result(result.name, "fail", message)
+        blamed.append(result)
+    return blamed
 
 
 @contextlib.contextmanager
@@ -633,6 +690,13 @@ def check_layer(
 
         module = discover.module_of(layer_class)
         functions = [(f.name, f.obj) for f in discover.members(module).functions] if module else []
+    required = _required_arguments(layer_class)
+    if required:  # the checks build the layer with no arguments
+        message = (
+            f"not run: {layer_class.__name__}() needs the constructor argument(s) {', '.join(required)}; give them "
+            "defaults, or check the function it calls with assert_custom_gradient(fn)"
+        )
+        return [_result(name, "warn", message) for name in LAYER_CHECKS]
     plan = (
         ("keras_fit", lambda: check_keras_fit(None, {}, layer=layer_class())),
         ("input_gradient", lambda: check_input_gradient(layer_class, functions)),
@@ -640,4 +704,4 @@ def check_layer(
         ("saved_model", lambda: _guarded("saved_model")(_gradient_after_reload)("saved_model", layer_class)),
     )
     with _quiet_tensorflow():
-        return [_explain_fail(run_limited(name, run, time_limit)) for name, run in plan]
+        return _run_plan(plan, time_limit)

@@ -13,8 +13,8 @@
 5. ``special_points``: the declared special points match the detected ones (an undeclared point
    fails; a declared point that is not detected is a warning);
 6. ``vs_autodiff``: where the custom gradient differs from autodiff of the forward, say so: for a
-   built-in op that is intentional (the message quotes its ``why``, level "pass"); for a user op it
-   is a warning asking the author to say why (a surrogate usually differs on purpose).
+   built-in op that is intentional (the message quotes its ``why``, level "pass"). Ops from your own
+   code (``ops.from_function``) and Keras layers get the checks of :mod:`explorer.usercheck` instead.
 
 Each :class:`Check` has a ``level``: ``"pass"``, ``"warn"`` (worth a look, not an error) or
 ``"fail"``; ``passed`` is ``level != "fail"``. A check never raises: an exception inside it (a
@@ -67,7 +67,9 @@ SHAPE_DTYPES = ("float16", "float32", "float64")
 UPSTREAM = 1.5  # the graph check uses an upstream gradient != 1, so ops acting on dy are exercised
 GRAPH_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}  # XLA may fuse transcendental ops differently
 AUTODIFF_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
-VERIFICATION_DIR = Path(__file__).resolve().parent.parent / "verification"
+# In a clone, the repository's verification/ folder; installed from a wheel, ./verification (never site-packages).
+_CLONE = Path(__file__).resolve().parent.parent
+VERIFICATION_DIR = _CLONE / "verification" if (_CLONE / "pyproject.toml").exists() else Path("verification")
 
 
 @dataclass(frozen=True)

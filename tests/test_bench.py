@@ -120,9 +120,84 @@ def test_fresh_process_timer_reads_the_done_line():
 
 @pytest.mark.slow
 def test_app_and_training_measurements_run():
-    results = bench.run(["rerun_ms", "train_300_epochs_s", "train_warm_300_epochs_s", "custom_vs_relu_steps"],
-                        quick=True)
+    keys = ["rerun_vs_floor", "rerun_ms", "train_300_epochs_s", "train_warm_300_epochs_s", "custom_vs_relu_steps"]
+    results = bench.run(keys, quick=True)
     assert results["errors"] == {}
-    for key in ("rerun_ms", "train_300_epochs_s", "train_warm_300_epochs_s", "custom_vs_relu_steps"):
+    for key in keys:
         assert results[key] > 0
     assert results["rerun_slider"].startswith("w.p.")
+
+
+# -- interleaving: baseline, measured, baseline, measured, ...; the median of the per-pair ratios ----------
+class FakeClock:
+    """A clock that only moves when a fake piece of work says how long it took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def work(self, seconds: float):
+        def run() -> None:
+            self.now += seconds
+
+        return run
+
+
+def test_timed_reads_the_given_clock():
+    clock = FakeClock()
+    assert bench.timed(clock.work(0.25), clock)() == 0.25
+
+
+def test_interleave_runs_baseline_and_measured_in_turn_and_takes_the_median_of_pair_ratios():
+    calls = []
+    base = iter([1.0, 2.0, 1.0, 4.0, 1.0])  # the machine slows down in pairs 2 and 4: both sides slow
+    measured = iter([1.5, 3.0, 1.5, 40.0, 1.5])  # pair 4 also has one outlier of the measured code
+
+    def baseline() -> float:
+        calls.append("B")
+        return next(base)
+
+    def code() -> float:
+        calls.append("M")
+        return next(measured)
+
+    result = bench.interleave(baseline, code, 5)
+    assert calls == ["B", "M"] * 5
+    assert result.ratios == (1.5, 1.5, 1.5, 10.0, 1.5)
+    assert result.ratio == 1.5  # the median of the per-pair ratios, not 3.0 / 1.0
+    assert result.baseline_s == 1.0 and result.measured_s == 1.5
+    with pytest.raises(ValueError, match="pairs"):
+        bench.interleave(baseline, code, 0)
+
+
+def test_interleave_on_a_fake_clock():
+    clock = FakeClock()
+    result = bench.interleave(bench.timed(clock.work(0.02), clock), bench.timed(clock.work(0.03), clock), 3)
+    assert result.ratio == pytest.approx(1.5) and result.ratios == pytest.approx((1.5, 1.5, 1.5))
+    assert clock.now == pytest.approx(3 * 0.05)
+
+
+def test_busy_neighbour_spins_while_the_block_runs_and_is_gone_after():
+    with bench.busy_neighbour() as process:
+        assert process.poll() is None  # running
+    assert process.poll() is not None
+
+
+def test_floor_page_is_the_smallest_page_for_the_same_interaction():
+    """The floor imports nothing of the project and shows a slider, one three-panel figure of four traces
+    (2,001 points each for the curves) and a small table; a new slider value changes the figure."""
+    from streamlit.testing.v1 import AppTest
+
+    assert "explorer" not in bench.FLOOR_PAGE and "import ops" not in bench.FLOOR_PAGE
+    at = AppTest.from_string(bench.FLOOR_PAGE, default_timeout=120).run()
+    assert not at.exception
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["data"]) == 4 and {"xaxis", "xaxis2", "xaxis3"} <= set(spec["layout"])
+    assert len(at.dataframe) == 1 and len(at.sidebar.slider) == 1
+    rerun = bench._slider_rerun(at, bench.FLOOR_SLIDER, [0.5, 2.0])
+    assert rerun() >= 0 and at.slider(key=bench.FLOOR_SLIDER).value == 0.5
+    first = json.loads(at.get("plotly_chart")[0].proto.spec)
+    rerun()
+    assert json.loads(at.get("plotly_chart")[0].proto.spec) != first

@@ -138,3 +138,25 @@ def test_compare_section_overlays_one_curve_per_value(default_app):
     figure = _figure(default_app, 1)
     names = [t["name"] for t in figure["data"] if t.get("showlegend", True) and t.get("mode") == "lines"]
     assert {"clip_value = 0.5", "clip_value = 1", "clip_value = 2"} <= set(names)
+
+
+def test_page_sends_the_figure_exactly_as_built(default_app):
+    """The page hands st.plotly_chart a ReadyFigure (arrays encoded once, no validation, no copy): what
+    reaches the browser must be the figure explorer.figures builds, property for property."""
+    import plotly.io
+
+    from explorer import figures
+    from explorer.points import special_points
+    from explorer.sweeps import sweep
+    from explorer.ui.widgets import ReadyFigure
+
+    result = sweep("ste_sign")
+    expected = json.loads(plotly.io.to_json(figures.main_figure(result, special_points(result))))
+    assert _figure(default_app) == expected
+    ready = ReadyFigure(figures.main_figure_spec(result, special_points(result)))
+    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected
+    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected  # sending twice changes nothing
+    sweeps = [sweep("ste_sign", params={"clip_value": c}) for c in (0.5, 1.0, 2.0)]
+    labels = ["clip_value = 0.5", "clip_value = 1", "clip_value = 2"]
+    compare = figures.compare_figure(sweeps, labels, [special_points(s) for s in sweeps])
+    assert _figure(default_app, 1) == json.loads(plotly.io.to_json(compare))

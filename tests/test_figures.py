@@ -6,8 +6,8 @@ from the op's own TensorFlow forward / autodiff or from a NumPy formula written 
 
 from __future__ import annotations
 
+import json
 import re
-import time
 
 import numpy as np
 import pandas as pd
@@ -408,12 +408,10 @@ def test_argument_errors_are_value_errors():
 # -- size and decimation ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("key", "params"), [("ste_sign", {}), ("dorefa", {"k_bit": 8})])  # 8 bits: 255 jumps
 def test_million_point_figure_is_under_one_megabyte_and_keeps_every_point(key, params):
-    started = time.perf_counter()
     df = sweep(key, n=1_000_000, params=params)
     for overlay in (False, True):
         fig = figures.main_figure(df, point_table(df), overlay=overlay, max_points=5000)
         assert len(fig.to_json()) <= 1_000_000
-    assert time.perf_counter() - started < 10, "mark this test slow"
     forward = line(fig, "forward")
     assert np.isfinite(np.asarray(forward.x, float)).sum() <= 5000 + 100
     shown = set(np.asarray(forward.x, float).tolist())
@@ -464,3 +462,18 @@ def test_figure_html_embeds_plotly_without_network():
     assert not re.findall(r"<script[^>]*\bsrc=", html)  # nothing loaded from a CDN
     assert len(html) > 1_000_000  # plotly.js itself is inside
     assert "custom gradient" in html
+
+
+# -- figures are built without plotly's validation: check here that they are valid ----------------------------
+@pytest.mark.parametrize("overlay", [False, True])
+def test_figures_built_without_validation_are_valid_plotly(overlay):
+    """The figure functions skip plotly's per-property validation (it cost ~20x the build); a validated
+    copy of each figure must be the same figure, property for property."""
+    import plotly.graph_objects as go
+
+    figs = [cached_figure("ste_sign", overlay=overlay), cached_figure("safe_norm", overlay=overlay)]
+    sweeps = [cached_sweep("ste_sign", clip_value=c) for c in (0.5, 2.0)]
+    figs.append(figures.compare_figure(sweeps, ["a", "b"]))
+    for fig in figs:
+        validated = go.Figure(fig.to_dict())  # raises on any invalid property
+        assert json.loads(validated.to_json()) == json.loads(fig.to_json())

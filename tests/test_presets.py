@@ -301,3 +301,18 @@ def test_preset_benchmark_times_every_preset_interleaved_and_reports_medians(mon
     assert seconds == {"a": 21, "b": 13, "c": 17}
     with pytest.raises(ValueError, match=r"repeats must be a whole number in \[1, 20\]"):
         bench.preset_seconds(repeats=0)
+
+
+@pytest.mark.parametrize("lr", [2.0, 10.0, 1.3055355597036459])  # the last lands w on exactly 0 (theta undefined)
+def test_a_diverging_yin_run_stops_at_its_last_finite_state(lr):
+    history = presets.yin2019("identity", steps=400, lr=lr)
+    values = history.drop(columns="step").to_numpy()
+    assert np.isfinite(values).all() and (history["w_norm"] > 0).all()
+    assert history["step"].tolist() == list(range(len(history)))
+    summary = presets.yin2019_summary({"identity": history}, steps=400).iloc[0]
+    assert summary["diverged"] == (len(history) - 1 < 400)
+
+
+def test_yin_at_the_papers_rate_does_not_diverge():
+    summary = presets.yin2019_summary({"relu": presets.yin2019("relu", steps=50)}, steps=50).iloc[0]
+    assert not summary["diverged"] and summary["steps"] == 50

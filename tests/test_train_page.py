@@ -168,6 +168,13 @@ def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_n
         assert [s.value for s in app.subheader][-3:] == ["Gradient flow through depth", "Results", "Decision boundaries"]
 
 
+def test_a_diverging_yin_learning_rate_is_a_warning_not_a_traceback():
+    app = _preset_app("yin2019")
+    app.number_input(key="train.yin_lr").set_value(2.0).run()
+    assert not app.exception
+    assert any("identity STE diverged at learning rate 2" in shown(w) for w in app.warning)
+
+
 def test_unknown_url_preset_gives_a_notice_and_keeps_everything():
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.number_input(key="train.epochs").set_value(7).run()

@@ -63,6 +63,16 @@ def test_good_example_passes(examples_run, op):
 
 
 @pytest.mark.slow
+def test_checks_broken_by_a_wrong_gradient_shape_point_at_shape_dtype(examples_run):
+    rows = rows_of(examples_run, "double_with_summed_grad")
+    consequences = [row for check, row in rows.items() if check != "shape_dtype" and not row["passed"]]
+    assert consequences  # keras_fit, special_points, saved_model trip over the scalar gradient
+    assert all("shape_dtype" in row["message"] for row in consequences)
+    assert "fix shape_dtype first" not in rows["shape_dtype"]["message"]
+    assert rows["vs_autodiff"]["level"] == "warn" and "wrong shape" in rows["vs_autodiff"]["message"]
+
+
+@pytest.mark.slow
 def test_textbook_example_is_half_of_autodiff_and_undocumented(examples_run):
     row = rows_of(examples_run, "square_with_scaled_grad")["vs_autodiff"]
     assert row["level"] == "warn"
@@ -189,6 +199,45 @@ def test_a_hung_check_fails_within_the_time_limit():
     assert result.level == "fail" and "TimeoutError" in result.message and "0.3 s" in result.message
 
 
+def test_after_a_timeout_the_remaining_checks_are_not_run():
+    ran = []
+
+    def slow() -> verify.Check:
+        time.sleep(2.0)
+        return verify.Check("finite", True, "ok")
+
+    def later() -> verify.Check:
+        ran.append("later")
+        return verify.Check("graph", True, "ok")
+
+    results = usercheck._run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
+    assert [r.level for r in results] == ["fail", "warn", "warn"] and not ran
+    assert all("finite check timed out" in r.message for r in results[1:])
+
+
+def test_graph_passes_a_keyword_parameter_even_when_its_range_ends_at_the_default():
+    from examples.pitfall_keyword_parameter import scaled_identity
+
+    spec = ops.from_function(scaled_identity, ranges={"slope": (1.0, 25.0)})  # (value + high) / 2 == default
+    result = usercheck.check_graph(spec, spec.resolve({}))
+    assert result.level == "fail" and "by keyword" in result.message and "ValueError" in result.message
+    assert "slope=25 " not in result.message  # a value other than the default was passed
+
+
+def test_a_layer_that_needs_constructor_arguments_is_named_not_blamed():
+    class Scaled(keras.layers.Layer):
+        def __init__(self, units, **kwargs):
+            super().__init__(**kwargs)
+            self.units = units
+
+        def call(self, inputs):
+            return inputs * self.units
+
+    results = usercheck.check_layer(Scaled, functions=[])
+    assert [r.name for r in results] == list(usercheck.LAYER_CHECKS)
+    assert all(r.level == "warn" and "units" in r.message for r in results)
+
+
 def test_run_limited_turns_any_exception_into_a_failed_check():
     def boom():
         raise SystemExit(3)
@@ -290,6 +339,8 @@ def test_discover_a_module_name_and_a_directory():
     [
         ("no_such_dir/mine.py", "FileNotFoundError", "no such file"),
         ("no_such_module_xyz", "ModuleNotFoundError", "no_such_module_xyz"),
+        ("", "ValueError", "empty target"),
+        ("  ", "ValueError", "empty target"),
     ],
 )
 def test_discover_reports_missing_targets_as_values(target, error, says):
@@ -429,3 +480,19 @@ def test_a_layer_of_your_function_explains_how_to_save_it():
     layer = ops.SurrogateLayer(ops.from_function(exp_op))
     with pytest.raises(NotImplementedError, match="register_keras_serializable"):
         layer.get_config()
+
+
+def test_the_guardrail_leaves_the_callers_random_state_alone():
+    import random
+
+    import numpy as np
+
+    from examples.square import square_with_scaled_grad
+
+    random.seed(123)
+    np.random.seed(123)
+    expected = (random.random(), np.random.random())
+    random.seed(123)
+    np.random.seed(123)
+    testing.custom_gradient_checks(square_with_scaled_grad)
+    assert (random.random(), np.random.random()) == expected

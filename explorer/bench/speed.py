@@ -1,8 +1,9 @@
 """``python -m explorer bench [--json] [--quick] [--only KEYS] [--profile]``: speed against the targets.
 
-Every figure is the median of several warm repetitions; every ratio is measured inside the same
-run, with its two sides interleaved repetition by repetition, so machine noise cancels (most of it:
-on a shared 2-core machine the absolute figures still move by tens of per cent between runs).
+Every figure is the median of several warm repetitions. Every ratio is measured inside the same run
+by :func:`interleave`: baseline, measured, baseline, measured, ... and the figure is the median of the
+per-pair ratios, so a change of the machine's load hits both sides of a pair and cancels (absolute
+figures on a shared 2-core machine still move by tens of per cent between runs).
 
 How each target figure is measured (the docstring of each ``measure_*`` function says more):
 
@@ -11,12 +12,17 @@ How each target figure is measured (the docstring of each ``measure_*`` function
 * ``sweep_1m_vs_numpy``: warm 1,000,000-point ``fast_sigmoid`` sweep divided by the NumPy floor:
   the float32 grid ``linspace(-3, 3, n)``, the forward ``[x > 0]`` and the surrogate
   ``1 / (slope*|x| + 1)^2``. The grid is part of the floor because a sweep has to make it too.
-  The floor without the grid is reported as ``numpy_1m_formulas_ms``.
+  Measured while the benchmark keeps another process spinning on a CPU (:func:`busy_neighbour`;
+  the JSON says so in ``sweep_1m_busy_neighbour``). The floor without the grid is reported as
+  ``numpy_1m_formulas_ms``.
 * ``param_change_retraces``: for every built-in op with parameters, sweep once, then sweep with
   10 other values of its first parameter; the added traces (:func:`explorer.sweeps.trace_count`),
   summed over the ops. The target is 0.
-* ``rerun_ms``: AppTest of ``app.py``; after the first run and two warm-up changes, set the first
-  parameter slider of the default op to a new (never cached) value and time ``at.run()``.
+* ``rerun_vs_floor`` and ``rerun_ms``: AppTest of ``app.py`` and of :data:`FLOOR_PAGE` (the smallest
+  page a user could write for the same interaction, written here, nothing of the project imported)
+  in this process; after the first runs and two warm-up changes each, set the first parameter
+  slider of the default op (the floor's slider) to a new value and time ``at.run()``, interleaved
+  floor, app, floor, app, ... ``rerun_ms`` is the app's median.
 * ``cold_start_vs_import``: two kinds of fresh subprocess with the same environment, interleaved:
   one runs ``import tensorflow``, the other the first ``AppTest.from_file("app.py").run()``. Each
   prints the wall-clock time when its work is done; the figure is (done - spawn) for each, so both
@@ -25,15 +31,16 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   full-batch epochs of the 512-point ``xor`` task, 2-16-1 network: data, build, XLA compile, train.
 * ``train_warm_300_epochs_s``: the same session reset (weights and optimiser) and trained again.
 * ``custom_vs_relu_steps``: one session with a ReLU run and a ``fast_sigmoid`` run (same network,
-  same data); warm steps/s of ReLU divided by warm steps/s of ``fast_sigmoid`` per repetition.
+  same data, trained chunk by chunk in turn); median of the per-repetition ratios of warm steps/s.
 * ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
   ``st.plotly_chart`` sends) of :func:`explorer.figures.main_figure` for the 1,000,000-point sweep.
 
 Extras (not targets): per-op sweep times, the 1M sweep and NumPy times, special-point and figure
-build times for 2k and 1M points, the rerun with no widget change, ``keras_clear_session_ms`` (what
-Streamlit runs after every script run once keras is imported), first-run training time, steps/s,
-peak RSS of this process and of the cold-start app child, machine info. ``--profile`` runs each
-measurement under cProfile (warm-up included) and prints the top functions to stderr.
+build times for 2k and 1M points, the floor page's rerun, the rerun with no widget change,
+``keras_clear_session_ms`` (what Streamlit runs after every script run once keras is imported),
+first-run training time, steps/s, peak RSS of this process and of the cold-start app child, machine
+info. ``--profile`` runs each measurement under cProfile (warm-up included) and prints the top
+functions to stderr (the app's script runs in its own thread, which cProfile does not see).
 
 Exit code 0 whether or not the targets are met; 2 for a bad argument.
 """
@@ -52,7 +59,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,10 +103,11 @@ TARGETS: dict[str, Target] = {
     t.key: t
     for t in (
         Target("sweep_2k_ms", 20, "ms", "warm 2,001-point sweep (forward, true, custom grad), median over ops"),
-        Target("sweep_1m_vs_numpy", 1.5, "x", "warm 1M-point fast_sigmoid sweep / NumPy grid+forward+surrogate"),
+        Target("sweep_1m_vs_numpy", 1.5, "x", "warm 1M-point fast_sigmoid sweep / NumPy floor, a CPU kept busy"),
         Target("param_change_retraces", 0, "traces", "retraces when one parameter takes 10 values (all ops)", "=="),
-        Target("rerun_ms", 300, "ms", "warm AppTest rerun of the explore page after a slider change"),
-        Target("cold_start_vs_import", 1.5, "x", "first AppTest run from process start / import tensorflow"),
+        Target("rerun_vs_floor", 1.5, "x", "warm explore rerun after a slider change / the same for a floor page"),
+        Target("rerun_ms", 60, "ms", "warm AppTest rerun of the explore page after a slider change"),
+        Target("cold_start_vs_import", 1.3, "x", "first AppTest run from process start / import tensorflow"),
         Target("train_300_epochs_s", 3, "s", "300 full-batch epochs, 512 points, 2-16-1, incl. build+compile"),
         Target("train_warm_300_epochs_s", 0.5, "s", "the same 300 epochs once compiled"),
         Target("custom_vs_relu_steps", 1.3, "x", "steps/s with ReLU / steps/s with fast_sigmoid"),
@@ -135,6 +144,41 @@ def _median_time(function: Callable[[], Any], repetitions: int) -> float:
     return statistics.median(times)
 
 
+def timed(function: Callable[[], Any], clock: Callable[[], float] = time.perf_counter) -> Callable[[], float]:
+    """``function`` as a callable that returns how long one call took (seconds of ``clock``)."""
+
+    def run() -> float:
+        start = clock()
+        function()
+        return clock() - start
+
+    return run
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """Timings of a baseline and a measured piece of code run in turn: B M B M ... ``ratio`` is the median
+    of the per-pair ratios measured / baseline, so a load change that hits one pair hits both sides."""
+
+    ratio: float
+    baseline_s: float  # median of the baseline times
+    measured_s: float  # median of the measured times
+    ratios: tuple[float, ...]
+
+
+def interleave(baseline: Callable[[], float], measured: Callable[[], float], pairs: int) -> Interleaved:
+    """Call ``baseline`` then ``measured``, ``pairs`` times; each returns its own duration in seconds
+    (wrap a plain function with :func:`timed`). The caller warms both up first."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    base_times, measured_times = [], []
+    for _ in range(pairs):
+        base_times.append(baseline())
+        measured_times.append(measured())
+    ratios = tuple(m / b for b, m in zip(base_times, measured_times, strict=True))
+    return Interleaved(statistics.median(ratios), statistics.median(base_times), statistics.median(measured_times), ratios)
+
+
 # -- sweeps --------------------------------------------------------------------------------------------
 def measure_sweep_2k(reps: Repetitions) -> dict[str, Any]:
     """Per op: one warm-up sweep (traces on first use), then the median of ``reps.sweep_2k``."""
@@ -167,26 +211,42 @@ def numpy_floor(n: int, slope: float, lo: float = -3.0, hi: float = 3.0) -> tupl
     return (x, *numpy_formulas(x, slope))
 
 
+BUSY_CHILD = "while True:\n    pass\n"  # one core's worth of load, for as long as it lives
+
+
+@contextmanager
+def busy_neighbour() -> Iterator[subprocess.Popen]:
+    """Another process spinning on a CPU while the block runs (on 2 cores: the second core is busy),
+    as when a second user trains: a figure measured inside must hold on a shared machine."""
+    process = subprocess.Popen([sys.executable, "-c", BUSY_CHILD])  # noqa: S603  (our own interpreter)
+    try:
+        time.sleep(0.2)  # let it start spinning
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def measure_sweep_1m(reps: Repetitions) -> dict[str, Any]:
-    """TF sweep and NumPy floor interleaved, one repetition of each at a time; ratio of the medians."""
+    """TF sweep and NumPy floor interleaved (floor, sweep, floor, sweep, ...) with another process busy
+    on a CPU (:func:`busy_neighbour`); the figure is the median of the per-pair ratios."""
     import ops
     from explorer.sweeps import sweep
 
     slope = float(ops.get("fast_sigmoid").defaults()["slope"])
-    sweep("fast_sigmoid", n=ONE_MILLION)  # warm-up (trace, allocator)
-    numpy_floor(ONE_MILLION, slope)
     x = np.linspace(-3.0, 3.0, ONE_MILLION, dtype=np.float32)
-    sweep_times, floor_times, formula_times = [], [], []
-    for _ in range(reps.sweep_1m):
-        sweep_times.append(_median_time(lambda: sweep("fast_sigmoid", n=ONE_MILLION), 1))
-        floor_times.append(_median_time(lambda: numpy_floor(ONE_MILLION, slope), 1))
-        formula_times.append(_median_time(lambda: numpy_formulas(x, slope), 1))
-    sweep_s, floor_s = statistics.median(sweep_times), statistics.median(floor_times)
+    with busy_neighbour():
+        sweep("fast_sigmoid", n=ONE_MILLION)  # warm-up (trace, allocator)
+        numpy_floor(ONE_MILLION, slope)
+        result = interleave(timed(lambda: numpy_floor(ONE_MILLION, slope)),
+                            timed(lambda: sweep("fast_sigmoid", n=ONE_MILLION)), reps.sweep_1m)
+        formulas_s = _median_time(lambda: numpy_formulas(x, slope), reps.sweep_1m)
     return {
-        "sweep_1m_vs_numpy": sweep_s / floor_s,
-        "sweep_1m_ms": 1e3 * sweep_s,
-        "numpy_1m_ms": 1e3 * floor_s,
-        "numpy_1m_formulas_ms": 1e3 * statistics.median(formula_times),
+        "sweep_1m_vs_numpy": result.ratio,
+        "sweep_1m_ms": 1e3 * result.measured_s,
+        "numpy_1m_ms": 1e3 * result.baseline_s,
+        "numpy_1m_formulas_ms": 1e3 * formulas_s,
+        "sweep_1m_busy_neighbour": "yes: one other process spinning on a CPU while measured",
     }
 
 
@@ -244,8 +304,49 @@ def _raise_on_app_exception(at) -> None:
         raise RuntimeError(f"the app raised an exception (traceback in the log on stderr): {detail}")
 
 
+# The floor: the smallest Streamlit page a user could write for the same interaction (a slider, NumPy
+# formulas, one three-panel figure of 2,001 points with four traces, a small table). Nothing of the
+# project is imported, so it costs what Streamlit + Plotly cost.
+FLOOR_SLIDER = "clip_value"
+FLOOR_PAGE = f"""\
+import numpy as np
+import pandas as pd
+import streamlit as st
+from plotly.subplots import make_subplots
+
+clip = st.sidebar.slider("clip_value", 0.01, 3.0, 1.0, step=0.01, key="{FLOOR_SLIDER}")
+x = np.linspace(-3.0, 3.0, 2001)
+forward, true_grad, custom = np.where(x >= 0, 1.0, -1.0), np.zeros_like(x), (np.abs(x) <= clip) * 1.0
+fig = make_subplots(rows=1, cols=3, shared_xaxes="all", subplot_titles=["Forward", "True gradient", "Custom gradient"])
+fig.add_scatter(x=x, y=forward, name="forward", row=1, col=1)
+fig.add_scatter(x=[-clip, clip], y=[1.0, 1.0], mode="markers", name="boundaries", row=1, col=3)
+fig.add_scatter(x=x, y=true_grad, name="true gradient", row=1, col=2)
+fig.add_scatter(x=x, y=custom, name="custom gradient", row=1, col=3)
+st.plotly_chart(fig)
+st.dataframe(pd.DataFrame({{"clip_value": [clip], "window": [2 * clip], "peak": [custom.max()]}}))
+"""
+
+
+def _slider_rerun(at, key: str, values: Sequence[float]) -> Callable[[], float]:
+    """A callable that sets slider ``key`` of ``at`` to the next of ``values`` and returns the seconds of
+    ``at.run()`` (a new value every call: nothing cached for it yet)."""
+    remaining = iter(values)
+
+    def rerun() -> float:
+        at.slider(key=key).set_value(next(remaining))
+        start = time.perf_counter()
+        at.run()
+        elapsed = time.perf_counter() - start
+        _raise_on_app_exception(at)
+        return elapsed
+
+    return rerun
+
+
 def measure_rerun(reps: Repetitions) -> dict[str, Any]:
-    """AppTest rerun after setting the first parameter slider of the default op to a new value."""
+    """Warm AppTest reruns after a slider change, of the app's explore page (its first parameter slider,
+    default op) and of :data:`FLOOR_PAGE` (its slider), interleaved floor, app, floor, app, ... in this
+    process; ``rerun_vs_floor`` is the median of the per-pair ratios and ``rerun_ms`` the app's median."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(APP_PATH), default_timeout=300)
@@ -257,22 +358,24 @@ def measure_rerun(reps: Repetitions) -> dict[str, Any]:
     if not sliders:
         raise RuntimeError("the explore page shows no parameter slider (keys 'w.p.<op>.<param>')")
     key = sliders[0].key
+    floor = AppTest.from_string(FLOOR_PAGE, default_timeout=300)
+    floor.run()
+    _raise_on_app_exception(floor)
     warm_up = 2
     values = _slider_values(sliders[0], warm_up + reps.rerun)
-    if len(values) < warm_up + 1:
+    floor_values = _slider_values(floor.slider(key=FLOOR_SLIDER), warm_up + reps.rerun)
+    if len(values) < warm_up + reps.rerun or len(floor_values) < warm_up + reps.rerun:
         raise RuntimeError(f"slider {key} has too few distinct values to measure")
-    times = []
-    for index, value in enumerate(values):
-        at.slider(key=key).set_value(value)
-        start = time.perf_counter()
-        at.run()
-        elapsed = time.perf_counter() - start
-        _raise_on_app_exception(at)
-        if index >= warm_up:
-            times.append(elapsed)
+    app_rerun, floor_rerun = _slider_rerun(at, key, values), _slider_rerun(floor, FLOOR_SLIDER, floor_values)
+    for _ in range(warm_up):
+        floor_rerun()
+        app_rerun()
+    result = interleave(floor_rerun, app_rerun, reps.rerun)
     unchanged = _median_time(at.run, max(1, reps.rerun // 2))  # no widget change: everything is cached
     return {
-        "rerun_ms": 1e3 * statistics.median(times),
+        "rerun_vs_floor": result.ratio,
+        "rerun_ms": 1e3 * result.measured_s,
+        "floor_rerun_ms": 1e3 * result.baseline_s,
         "rerun_slider": key,
         "rerun_unchanged_ms": 1e3 * unchanged,
         "apptest_first_run_in_process_s": first_s,
@@ -333,19 +436,24 @@ def time_fresh_process(code: str, *args: str) -> tuple[float, float | None]:
 
 
 def measure_cold_start(reps: Repetitions) -> dict[str, Any]:
-    """Fresh ``import tensorflow`` and fresh first AppTest run, interleaved; ratio of the medians."""
-    import_times, app_times, import_peaks, app_peaks = [], [], [], []
-    for _ in range(reps.cold_start):
-        for code, args, times, peaks in ((IMPORT_TF_CHILD, (), import_times, import_peaks),
-                                         (APP_FIRST_RUN_CHILD, (str(APP_PATH),), app_times, app_peaks)):
+    """Fresh ``import tensorflow`` and fresh first AppTest run, interleaved; median of the per-pair ratios."""
+    import_peaks: list[float | None] = []
+    app_peaks: list[float | None] = []
+
+    def fresh(code: str, peaks: list, *args: str) -> Callable[[], float]:
+        def run() -> float:
             seconds, peak_mb = time_fresh_process(code, *args)
-            times.append(seconds)
             peaks.append(peak_mb)
-    import_s, app_s = statistics.median(import_times), statistics.median(app_times)
+            return seconds
+
+        return run
+
+    result = interleave(fresh(IMPORT_TF_CHILD, import_peaks), fresh(APP_FIRST_RUN_CHILD, app_peaks, str(APP_PATH)),
+                        reps.cold_start)
     return {
-        "cold_start_vs_import": app_s / import_s,
-        "cold_start_s": app_s,
-        "import_tensorflow_s": import_s,
+        "cold_start_vs_import": result.ratio,
+        "cold_start_s": result.measured_s,
+        "import_tensorflow_s": result.baseline_s,
         "cold_start_peak_rss_mb": max((p for p in app_peaks if p is not None), default=None),
         "import_tensorflow_peak_rss_mb": max((p for p in import_peaks if p is not None), default=None),
     }
@@ -429,7 +537,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "sweep_1m": (measure_sweep_1m, ("sweep_1m_vs_numpy",)),
     "retraces": (measure_retraces, ("param_change_retraces",)),
     "figures": (measure_figures, ("figure_bytes_1m",)),
-    "rerun": (measure_rerun, ("rerun_ms",)),
+    "rerun": (measure_rerun, ("rerun_vs_floor", "rerun_ms")),
     "train": (measure_train, ("train_300_epochs_s", "train_warm_300_epochs_s")),
     "relu_ratio": (measure_relu_ratio, ("custom_vs_relu_steps",)),
     "cold_start": (measure_cold_start, ("cold_start_vs_import",)),

@@ -7,7 +7,7 @@ state) and the URL is rewritten from it on every run.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
@@ -17,8 +17,9 @@ from explorer import figures, loaded
 from explorer import state as url_state
 from explorer.measures import metrics_table
 from explorer.points import display_table, special_points
+from explorer.sweeps import Sweep
 from explorer.ui import yours
-from explorer.ui.widgets import literal, show_formulas
+from explorer.ui.widgets import ReadyFigure, literal, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -35,32 +36,52 @@ MAX_CACHED_SWEEPS = 32
 # -- cached computation ----------------------------------------------------------------------------
 # st.cache_resource, not st.cache_data: the results are immutable and shared read-only, so no rerun
 # pays for pickling a copy (and a Sweep holds its op, whose TensorFlow functions do not pickle).
+@dataclass(frozen=True)
+class View:
+    """What the page shows for one set of inputs, computed once: the sweep, its special points, the
+    points table as shown, and the rows the page warns about. Shared read-only between reruns."""
+
+    result: Sweep
+    points: pd.DataFrame
+    shown: pd.DataFrame  # display_table(points)
+    undeclared: tuple[tuple[float, str], ...]  # (x, note) of points found but not declared
+    not_detected: tuple[tuple[float, str], ...]  # (x, kind) of declared points the sweep does not show
+
+
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float):
+def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float) -> View:
     """Sweep and special points for one set of inputs (every input is part of the cache key)."""
     # loaded.sweep: a built-in as sweep(); a loaded op guarded (time limit, probe, eager fallback)
     result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
-    return result, special_points(result)
+    points = special_points(result)
+    status = points["status"].tolist()
+    return View(
+        result,
+        points,
+        display_table(points),
+        tuple((x, note) for x, note, s in zip(points["x"].tolist(), points["note"], status, strict=True) if s == "undeclared"),
+        tuple((x, kind) for x, kind, s in zip(points["x"].tolist(), points["kind"], status, strict=True) if s == "not detected"),
+    )
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_main_figure(op, params, lo, hi, n, dtype, upstream, overlay: bool):
-    result, points = cached_view(op, params, lo, hi, n, dtype, upstream)
-    return figures.main_figure(result, points, overlay=overlay)
+def cached_main_figure(op, params, lo, hi, n, dtype, upstream, overlay: bool) -> ReadyFigure:
+    view = cached_view(op, params, lo, hi, n, dtype, upstream)
+    return ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay))
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_metrics(op, params, lo, hi, n, dtype, upstream) -> pd.DataFrame:
-    result, _ = cached_view(op, params, lo, hi, n, dtype, upstream)
-    return metrics_table([result], [op])
+    return metrics_table([cached_view(op, params, lo, hi, n, dtype, upstream).result], [op])
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], labels: tuple[str, ...], lo, hi, n, dtype, upstream):
     """Compare figure and metrics table for several (op, params) runs over one range."""
     views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
-    sweeps = [result for result, _ in views]
-    return figures.compare_figure(sweeps, list(labels), [points for _, points in views]), metrics_table(sweeps, list(labels))
+    sweeps = [view.result for view in views]
+    spec = figures.compare_figure_spec(sweeps, list(labels), [view.points for view in views])
+    return ReadyFigure(spec), metrics_table(sweeps, list(labels))
 
 
 def _key(state: url_state.ExploreState) -> tuple:
@@ -312,30 +333,28 @@ def page() -> None:
     state = replace(state, overlay=bool(st.session_state["w.overlay"]))
 
     try:
-        result, points = cached_view(*_key(state))
+        view = cached_view(*_key(state))
     except loaded.UserOpError as error:
         st.error(f"**Your op failed.** {literal(error)}. Other ops and every control still work.", icon="🛑")
-        result = points = None
+        view = None
     except ValueError as error:
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
-        result = points = None
+        view = None
 
-    if result is not None:
+    if view is not None:
         figure = cached_main_figure(*_key(state), state.overlay)
         st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
         yours.graph_notes(spec.key)
-        undeclared = points[points["status"] == "undeclared"]
-        for row in undeclared.itertuples():
-            st.warning(f"Undeclared special point at x = {row.x:.6g}: {row.note}", icon="⚠️")
-        missing = points[points["status"] == "not detected"]
-        for row in missing.itertuples():
-            st.caption(f"Declared {row.kind} at x = {row.x:.6g} was not detected numerically at this resolution.")
+        for x, note in view.undeclared:
+            st.warning(f"Undeclared special point at x = {x:.6g}: {note}", icon="⚠️")
+        for x, kind in view.not_detected:
+            st.caption(f"Declared {kind} at x = {x:.6g} was not detected numerically at this resolution.")
 
         st.subheader("Special points")
-        if points.empty:
+        if view.points.empty:
             st.caption("No special points in this range: forward and gradients are smooth here.")
         else:
-            st.dataframe(display_table(points), hide_index=True)
+            st.dataframe(view.shown, hide_index=True)
         st.subheader("Metrics")
         st.dataframe(cached_metrics(*_key(state)), hide_index=True)
 
@@ -343,7 +362,8 @@ def page() -> None:
         yours.checks(spec.key, state.resolved_params())
     state = _compare_section(state)
 
-    if result is not None:
+    if view is not None:
+        result = view.result
         st.subheader("Downloads")
         col_csv, col_html = st.columns(2)
         col_csv.download_button(
@@ -355,7 +375,7 @@ def page() -> None:
         )
         col_html.download_button(
             "Figure as standalone HTML",
-            data=lambda: figures.figure_html(figure),
+            data=lambda: figures.figure_html(figure.spec),
             file_name=f"{spec.key}_figure.html",
             mime="text/html",
             on_click="ignore",

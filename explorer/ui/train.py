@@ -614,7 +614,7 @@ def _yin_view() -> None:
     )
     lr = col_lr.number_input("Learning rate", min_value=1e-4, max_value=10.0, format="%g", key=YIN_LR_KEY)
     histories = _yin(int(steps), float(lr))
-    summary = presets.yin2019_summary(histories)
+    summary = presets.yin2019_summary(histories, steps=int(steps))
     rows = summary.set_index("ste").to_dict("index")
     identity = rows["identity"]
     flip_step = identity["w flips at step"]
@@ -631,6 +631,11 @@ def _yin_view() -> None:
         f"clipped ReLU at **{rows['clipped_relu']['final loss']:.4f}**. Identity STE: {flip}, the loss reaches "
         f"**{identity['highest loss']:.3f}**, and it does not settle (final loss {identity['final loss']:.3f})."
     )
+    for ste in summary.loc[summary["diverged"], "ste"]:
+        st.warning(
+            f"The {ste} STE diverged at learning rate {float(lr):g}: v or w left the float range at step "
+            f"{rows[ste]['steps']:,}, so its run stops there. A learning rate of 0.1 (the paper's regime) stays finite."
+        )
     st.dataframe(
         summary.assign(**{"w flips at step": summary["w flips at step"].map(lambda v: "never" if pd.isna(v) else f"{int(v)}")}),
         hide_index=True,

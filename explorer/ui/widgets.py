@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import numpy as np
 import streamlit as st
+from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what Figure.to_dict encodes arrays with
+from plotly.basedatatypes import BaseFigure
 
 import ops
 
@@ -27,3 +31,51 @@ def literal(text: str) -> str:
     """``text`` escaped so that st.error / st.warning (which render Markdown) show it verbatim:
     a parser message quoting ``__import__`` or a URL value like ``**x**`` stays as typed."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def _encoded(value: Any) -> Any:
+    """A copy of a figure spec with every NumPy array that is a dict value as plotly's base64 typed-array
+    spec: what plotly's ``convert_to_base64`` makes of a copy (same skipped keys, arrays inside lists
+    left alone), without walking lists of strings item by item."""
+    if isinstance(value, dict):
+        return {
+            name: item if is_skipped_key(name)
+            else to_typed_array_spec(item) if isinstance(item, np.ndarray)
+            else _encoded(item)
+            for name, item in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [_encoded(item) if isinstance(item, (dict, list)) else item for item in value]
+    return value
+
+
+class ReadyFigure(BaseFigure):
+    """A figure spec of :mod:`explorer.figures` (plain dicts) with its arrays encoded once, ready to send.
+
+    ``st.plotly_chart`` turns what it is given into a dict before writing the JSON
+    (``plotly.tools.return_figure_from_figure_or_data``): a plain dict is validated property by property
+    (it builds a ``Figure`` from it: ~40 ms for the main figure), a plotly ``Figure`` is deep-copied and
+    its arrays base64-encoded (``to_dict``) on every rerun, cached or not. A ReadyFigure passes the
+    ``BaseFigure`` test and its ``to_dict`` returns the spec already encoded, so a cached figure costs a
+    rerun only the JSON writing. It holds no plotly object tree (``BaseFigure.__init__`` is not run, so
+    use :func:`explorer.figures.as_figure` of :attr:`spec` for a real Figure) and is read-only: safe to
+    share from ``st.cache_resource``. ``tests/test_explore_page.py`` checks that the page sends exactly
+    the figure's JSON, so a Streamlit that stops calling ``to_dict`` fails a test, not a user.
+    """
+
+    def __init__(self, spec: dict) -> None:  # noqa: D107  (no BaseFigure.__init__: no object tree)
+        encoded = _encoded({"data": spec["data"], "layout": spec["layout"]})
+        object.__setattr__(self, "_spec", spec)  # BaseFigure.__setattr__ takes only plotly properties
+        object.__setattr__(self, "_encoded", encoded)
+
+    @property
+    def spec(self) -> dict:
+        """The figure spec as :mod:`explorer.figures` made it (NumPy arrays)."""
+        return self._spec
+
+    def to_dict(self) -> dict:
+        return dict(self._encoded)  # a new outer dict; the encoded parts are never changed
+
+    def __repr__(self) -> str:
+        return f"ReadyFigure({len(self.spec['data'])} traces)"
+
