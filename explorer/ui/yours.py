@@ -83,7 +83,7 @@ def checks(key: str, params: Mapping[str, float]) -> None:
     """The checker's results for loaded op ``key`` at ``params``: pass / warn / fail with the message."""
     st.subheader("Checks")
     future = loaded.checks(key, params)
-    if not future.done():
+    if not future.done() or future.cancelled():  # cancelled: another session asked first; asked again on the tick
         _pending(key, tuple(sorted(params.items())))
         return
     try:
