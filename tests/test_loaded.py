@@ -212,3 +212,13 @@ def test_a_value_error_inside_tf_function_is_a_graph_failure_and_bad_inputs_stay
         with pytest.raises(ValueError, match="lo .* must be below hi") as raised:
             loaded.sweep("eager_only", 1.0, -1.0)
         assert not isinstance(raised.value, loaded.UserOpError)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_a_loaded_op_sweeps_in_every_dtype(examples, dtype):
+    result = loaded.sweep("fast_sigmoid_spike", -1.0, 1.0, 201, params={"slope": 10.0}, dtype=dtype)
+    x = result["x"].to_numpy(np.float64)
+    expected = 1 / (10 * np.abs(x) + 1) ** 2
+    tolerance = 1e-12 if dtype == "float64" else 1e-2  # half precision: computed in float32, rounded back
+    np.testing.assert_allclose(result["custom_grad"], expected, rtol=tolerance, atol=tolerance)
+    np.testing.assert_array_equal(result["forward"], (x > 0).astype(float))
