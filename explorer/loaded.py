@@ -127,11 +127,12 @@ DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification")
 def declarations(item: discover.Found) -> dict[str, Any]:
     """What the function's module declares for it in ``GRADIENT_EXPLORER = {"fn": {...}}`` (the editor's
     export writes one): ``forward``, ``points``, ``ranges``, ``title``, ``justification`` as
-    :func:`ops.from_function` takes them, and ``name``, the key to show it under. Empty if none."""
+    :func:`ops.from_function` takes them, and ``name``, the key to show it under. Empty if none; a value
+    that is not a dict is ignored, a bad declaration inside one is a load error from ``from_function``."""
     module = discover.module_of(item.obj)
     table = getattr(module, DECLARATIONS, None)
-    declared = table.get(item.name) if isinstance(table, Mapping) else None
-    return dict(declared) if isinstance(declared, Mapping) else {}
+    declared = table.get(item.name) if isinstance(table, dict) else None
+    return dict(declared) if isinstance(declared, dict) else {}
 
 
 def _keys(modules: list[str], shown: list[str]) -> list[str]:
@@ -185,7 +186,7 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
             spec = ops.from_function(
                 item.obj, key=key, **{k: extra[k] for k in DECLARED_KEYWORDS if k in extra}
             )
-        except (TypeError, ValueError) as error:
+        except Exception as error:  # noqa: BLE001 - TypeError/ValueError for what cannot be an op, or a bad declaration
             errors.append(discover.LoadError(f"{item.module}.{item.name}", type(error).__name__, str(error)))
             continue
         loaded_ops[key] = LoadedOp(key, name, item.module, spec)
@@ -193,7 +194,11 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
     for item in found.layers:
         key = item.name if item.name not in loaded_ops and item.name not in layers else f"{item.module}.{item.name}"
         siblings = {k: op.spec for k, op in loaded_ops.items() if op.module == item.module}
-        layers[key] = LoadedLayer(key, item.name, item.module, item.obj, _op_the_layer_calls(item.obj, siblings))
+        try:  # the layer is built and called: user code, under a time limit
+            op_key = run_limited(lambda item=item, siblings=siblings: _op_the_layer_calls(item.obj, siblings), SWEEP_TIME_LIMIT)
+        except TimeoutError:
+            op_key = None
+        layers[key] = LoadedLayer(key, item.name, item.module, item.obj, op_key)
     return Loaded(targets, loaded_ops, layers, tuple(errors))
 
 

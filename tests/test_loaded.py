@@ -94,6 +94,12 @@ BAD_OPS = """
     @tf.custom_gradient
     def atan(x):
         return x, lambda dy: dy
+
+    @tf.custom_gradient
+    def badly_declared(x, slope=2.0):
+        return x * slope, lambda dy: dy * slope
+
+    GRADIENT_EXPLORER = {"badly_declared": {"ranges": {"slope": (5.0, 1.0)}}}
 """
 
 
@@ -103,7 +109,10 @@ def test_bad_ops_fail_with_a_message_and_clashing_names_are_qualified(tmp_path):
     _module(tmp_path, "broken", "import tensorflow as tf\nraise ImportError('a missing dependency')\n")
     result = loaded.load("bad_ops.py,other.py,broken.py,gone.py", cwd=tmp_path)
     assert {"raises_in_forward", "nan_everywhere", "bad_ops.hangs", "other.hangs", "bad_ops.atan"} == set(result.ops)
-    assert [(e.target, e.error) for e in result.errors] == [("broken.py", "ImportError"), ("gone.py", "FileNotFoundError")]
+    assert [(e.target, e.error) for e in result.errors] == [
+        ("broken.py", "ImportError"), ("gone.py", "FileNotFoundError"), ("bad_ops.badly_declared", "ValueError"),
+    ]  # fmt: skip
+    assert "low < high" in result.errors[-1].message
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loaded, "_CURRENT", {"loaded": result})
         patch.setattr(loaded, "_FAILURES", type(loaded._FAILURES)())
