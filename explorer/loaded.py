@@ -220,6 +220,7 @@ def reset() -> None:
         _CURRENT.clear()
         _FAILURES.clear()
         _GRAPH_FAILURES.clear()
+        _USABLE.clear()
         for future in _CHECKS.values():  # checks not started yet are dropped, not run for ops now forgotten
             future.cancel()
         _CHECKS.clear()
@@ -403,6 +404,32 @@ def sweep(
         failure = UserOpError(f"{spec.key} raised {_text(error)} while being swept")
     _remember(_FAILURES, remembered, failure)
     raise failure
+
+
+_USABLE: OrderedDict[tuple, str | None] = OrderedDict()
+
+
+def problem(key: str, params: Mapping[str, float] | None = None) -> str | None:
+    """Why loaded op ``key`` cannot be trained at ``params`` (its forward or backward raises, hangs, is NaN
+    everywhere or has the wrong shape or dtype on the probe of :func:`probe`, float32 on [-3, 3]), or
+    None (also for a built-in). Remembered per (op, parameters): the Train page asks on every rerun."""
+    spec = get(key)
+    if not is_loaded(spec.key) or spec.user_function is None:
+        return None
+    resolved = spec.resolve(params)
+    remembered = (spec.key, tuple(sorted(resolved.items())))
+    if remembered not in _USABLE:
+        try:
+            run_limited(lambda: probe(spec, resolved, -3.0, 3.0, "float32", 1.0), SWEEP_TIME_LIMIT)
+            found = None
+        except UserOpError as error:
+            found = str(error)
+        except TimeoutError as error:
+            found = f"{spec.key} {error}"
+        except Exception as error:  # noqa: BLE001 - anything else the user's code raised
+            found = f"{spec.key} raised {_text(error)}"
+        _remember(_USABLE, remembered, found)
+    return _USABLE[remembered]
 
 
 # -- the checker, in the background ----------------------------------------------------------------------

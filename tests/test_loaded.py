@@ -231,3 +231,10 @@ def test_a_loaded_op_sweeps_in_every_dtype(examples, dtype):
     tolerance = 1e-12 if dtype == "float64" else 1e-2  # half precision: computed in float32, rounded back
     np.testing.assert_allclose(result["custom_grad"], expected, rtol=tolerance, atol=tolerance)
     np.testing.assert_array_equal(result["forward"], (x > 0).astype(float))
+
+
+def test_problem_says_why_an_op_cannot_be_trained(examples):
+    assert "gradient has shape ()" in loaded.problem("double_with_summed_grad")
+    assert "dtype float64" in loaded.problem("identity_with_float64_grad")
+    assert loaded.problem("square_with_scaled_grad") is None and loaded.problem("atan") is None
+    assert loaded.problem("fast_sigmoid_spike", {"slope": 50.0}) is None

@@ -166,9 +166,12 @@ def test_train_page_runs_a_loaded_function_and_a_loaded_layer(examples_env):
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.session_state["train.runs_seed"] = pd.DataFrame(
         {
-            "op": ["fast_sigmoid_spike", "fast_sigmoid_spike", "CustomSquareLayer", "CustomSquareLayer", "double_with_summed_grad"],
-            "gradient": ["custom", "true", "custom", "true", "custom"],
-            "params": ["slope=10", "", "", "", ""],
+            "op": [
+                "fast_sigmoid_spike", "fast_sigmoid_spike", "CustomSquareLayer", "CustomSquareLayer",
+                "tanh_with_numpy_grad", "double_with_summed_grad",
+            ],
+            "gradient": ["custom", "true", "custom", "true", "custom", "custom"],
+            "params": ["slope=10", "", "", "", "", ""],
         }
     )
     app.run()
@@ -179,11 +182,13 @@ def test_train_page_runs_a_loaded_function_and_a_loaded_layer(examples_env):
     table = app.dataframe[-1].value
     assert table["run"].tolist() == [
         "fast_sigmoid_spike (custom, slope=10)", "fast_sigmoid_spike (true)",
-        "CustomSquareLayer (custom)", "CustomSquareLayer (true)", "double_with_summed_grad (custom)",
+        "CustomSquareLayer (custom)", "CustomSquareLayer (true)", "tanh_with_numpy_grad (custom)",
     ]  # fmt: skip
     assert table["epochs"].tolist() == [3, 3, 3, 3, 0]
     # the spike's numerical true gradient is zero off the jump: nothing before it learns
     assert table["status"].tolist() == ["ok", "no_gradient", "ok", "ok", "failed"]
-    # the pitfall's reduced gradient fails its run only, with the message
+    # NumPy in a backward fails inside Model.fit: that run only, with the message
     [error] = [e.value for e in app.error]
-    assert "double\\_with\\_summed\\_grad (custom)** failed while training" in error and "rank" in error
+    assert "tanh\\_with\\_numpy\\_grad (custom)** failed while training" in error and "numpy" in error
+    # a gradient of the wrong shape is refused before training, with the Explore page's message
+    assert any("Run 6" in w.value and "shape ()" in w.value for w in app.warning)

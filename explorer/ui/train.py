@@ -137,7 +137,11 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
                 continue
             spec = user_op if user_op is not None and key == user_op.key else loaded.get(key)
             params = _parse_params(spec, row.params if isinstance(row.params, str) else "")
-            runs.append(train.Run(spec, params, gradient))
+            run = train.Run(spec, params, gradient)
+            unusable = loaded.problem(key, run.params) if loaded.is_loaded(key) else None
+            if unusable is not None:  # probed first: a hung or broken op must not block this page's trainer
+                raise ValueError(f"{unusable}; fix it and restart the server (the Explore page shows it too)")
+            runs.append(run)
         except (KeyError, ValueError) as error:
             problems.append(f"Run {number}: {error.args[0] if error.args else error}")
     if len(runs) > MAX_RUNS:
