@@ -556,16 +556,17 @@ def _required_arguments(layer_class: type) -> list[str]:
 
 def _blame_shape(results: list[Check]) -> list[Check]:
     """A gradient of the wrong shape breaks later checks with errors about arrays (IndexError, "Incompatible
-    shapes") and makes the comparison with the true gradient meaningless: point at the cause."""
-    if all(result.passed for result in results if result.name == "shape_dtype"):
+    shapes") and makes the comparison with the true gradient meaningless: say so first, where a cut message
+    still shows it. (A wrong dtype alone leaves the values comparable.)"""
+    shape = next((result for result in results if result.name == "shape_dtype"), None)
+    if shape is None or shape.passed or "has shape" not in shape.message:
         return results
     blamed = []
     for result in results:
         if result.name == "vs_autodiff" and result.passed:
             result = _result(result.name, "warn", "not meaningful: the gradient has the wrong shape (see shape_dtype)")
         elif not result.passed and "raised" in result.message and "Fix:" not in result.message:
-            message = f"{result.message} (a consequence of the wrong gradient shape or dtype: fix shape_dtype first)"
-            result = _result(result.name, "fail", message)
+            result = _result(result.name, "fail", f"wrong gradient shape (fix shape_dtype first): {result.message}")
         blamed.append(result)
     return blamed
 
