@@ -27,3 +27,19 @@ def keep_keras_state_between_reruns() -> None:
 
     clean_problem_modules_except_keras.keeps_keras_state = True
     script_runner._clean_problem_modules = clean_problem_modules_except_keras
+
+
+def skip_direct_execution_warning() -> None:
+    """Spare the first page of a process Streamlit's check for being run without ``streamlit run``.
+
+    On the first element it draws, Streamlit decides whether to warn "use streamlit run" by calling
+    ``inspect.stack()``, which looks up the module of every frame by walking ``sys.modules``: with
+    TensorFlow's ~10,000 modules loaded that took ~0.28 s of the first run of every server process
+    (and of every AppTest). This app always runs under ``streamlit run`` or AppTest, where the
+    warning never applies. ``_use_warning_has_been_displayed`` is private: if it moves, nothing is
+    changed (``tests/test_explore_page.py`` checks that it still exists).
+    """
+    from streamlit import delta_generator
+
+    if hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        delta_generator._use_warning_has_been_displayed = True
