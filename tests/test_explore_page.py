@@ -172,3 +172,23 @@ def test_streamlit_still_has_the_flag_the_app_sets_to_skip_its_direct_execution_
     assert hasattr(delta_generator, "_use_warning_has_been_displayed")
     runtime.skip_direct_execution_warning()
     assert delta_generator._use_warning_has_been_displayed is True
+
+
+def test_page_sends_each_table_exactly_as_st_dataframe_sends_the_pandas_frame(default_app):
+    """The cached tables go to st.dataframe already as Arrow (explorer.ui.widgets.ready_table): the bytes
+    that reach the browser are those st.dataframe makes of the pandas frame itself."""
+    from streamlit import dataframe_util
+
+    from explorer.measures import metrics_table
+    from explorer.points import display_table, special_points
+    from explorer.sweeps import sweep
+
+    result = sweep("ste_sign")
+    sweeps = [sweep("ste_sign", params={"clip_value": c}) for c in (0.5, 1.0, 2.0)]
+    frames = [
+        display_table(special_points(result)),
+        metrics_table([result], ["ste_sign"]),
+        metrics_table(sweeps, ["clip_value = 0.5", "clip_value = 1", "clip_value = 2"]),
+    ]
+    sent = [element.proto.arrow_data.data for element in default_app.dataframe]
+    assert sent == [dataframe_util.convert_pandas_df_to_arrow_bytes(frame) for frame in frames]

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what Figure.to_dict encodes arrays with
 from plotly.basedatatypes import BaseFigure
@@ -63,6 +64,21 @@ def _encoded(value: Any) -> Any:
     if isinstance(value, list):
         return [_encoded(item) if isinstance(item, (dict, list)) else item for item in value]
     return value
+
+
+def ready_table(frame: pd.DataFrame) -> Any:
+    """``frame`` as the Arrow table ``st.dataframe`` makes of it, for a cached table shown on every rerun.
+
+    ``st.dataframe`` converts a pandas frame to Arrow on every call (``convert_pandas_df_to_arrow_table``,
+    ~1 ms for a small table) and sends an Arrow table as it is: converting once and caching the result
+    sends the same bytes (``tests/test_explore_page.py`` checks that) without the per-rerun conversion.
+    The table is immutable, safe to share from ``st.cache_resource``. If Streamlit's helper moves, the
+    frame itself is returned and shown as before.
+    """
+    from streamlit import dataframe_util
+
+    convert = getattr(dataframe_util, "convert_pandas_df_to_arrow_table", None)
+    return frame if convert is None else convert(frame)
 
 
 class ReadyFigure(BaseFigure):
