@@ -192,3 +192,15 @@ def test_page_sends_each_table_exactly_as_st_dataframe_sends_the_pandas_frame(de
     ]
     sent = [element.proto.arrow_data.data for element in default_app.dataframe]
     assert sent == [dataframe_util.convert_pandas_df_to_arrow_bytes(frame) for frame in frames]
+
+
+def test_the_app_freezes_the_objects_alive_after_its_imports_once(default_app):
+    """explorer.ui.runtime.freeze_startup_objects: a full garbage collection skips the startup objects."""
+    import gc
+
+    from explorer.ui import runtime
+
+    assert runtime._FROZEN and gc.get_freeze_count() > 0
+    before = gc.get_freeze_count()
+    runtime.freeze_startup_objects()  # once per process
+    assert gc.get_freeze_count() == before

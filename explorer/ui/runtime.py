@@ -43,3 +43,28 @@ def skip_direct_execution_warning() -> None:
 
     if hasattr(delta_generator, "_use_warning_has_been_displayed"):
         delta_generator._use_warning_has_been_displayed = True
+
+
+_FROZEN = False
+
+
+def freeze_startup_objects() -> None:
+    """Once per process, after the imports: move every object alive now out of the garbage collector's
+    reach (``gc.freeze()``).
+
+    With ``runner.postScriptGC`` off, Python's own collector still runs a full collection now and then
+    (when enough objects have survived since the last one). With TensorFlow, Keras, Streamlit and plotly
+    loaded, that walks ~360,000 objects: ~220 ms on this machine, holding the GIL, in the middle of some
+    user's rerun. Frozen, those objects (modules, classes, functions: alive for the life of the server)
+    are skipped and a full collection walks only what was made since (measured: 218 ms -> under 1 ms).
+    Not collected first (a full collection would add ~220 ms to the first run): cyclic garbage left by
+    the imports would stay frozen (measured: none, gc.collect() after the imports finds 0 objects);
+    nothing made later is affected.
+    """
+    global _FROZEN
+    if _FROZEN:
+        return
+    import gc
+
+    gc.freeze()
+    _FROZEN = True
