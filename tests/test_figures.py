@@ -506,3 +506,20 @@ def test_ready_figure_encodes_arrays_as_plotly_does(array):
         np.testing.assert_array_equal(ours, plotly)
     else:
         assert ours == plotly
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16", "float64"])
+def test_line_arrays_are_float32_exactly_when_that_loses_nothing(dtype):
+    """Lines of a float32 / half-precision sweep go out as float32 (half the bytes); their values are the
+    sweep's own, exactly. A float64 sweep's x (not float32 numbers) stays float64."""
+    result = sweep("atan", dtype=dtype)
+    spec = figures.main_figure_spec(result)
+    names = {"forward", "true gradient (autodiff)", "custom gradient"}
+    lines = [trace for trace in spec["data"] if trace.get("mode") == "lines" and trace["name"] in names]
+    assert len(lines) == 3
+    for trace in lines:
+        assert trace["x"].dtype == (np.float64 if dtype == "float64" else np.float32)
+        if dtype != "float64":
+            assert trace["y"].dtype == np.float32
+        finite = np.isfinite(trace["x"])
+        assert set(trace["x"][finite].astype(np.float64)) <= set(result["x"].to_numpy(dtype=np.float64))
