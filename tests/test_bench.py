@@ -201,3 +201,38 @@ def test_floor_page_is_the_smallest_page_for_the_same_interaction():
     first = json.loads(at.get("plotly_chart")[0].proto.spec)
     rerun()
     assert json.loads(at.get("plotly_chart")[0].proto.spec) != first
+
+
+# -- the preset benchmark (issue 16's target, wired into the same command) -------------------------------
+def test_preset_target_is_strictly_under_ten_seconds():
+    target = bench.TARGETS["preset_first_result_s"]
+    assert target.limit == 10 and target.met(9.99) is True and target.met(10.0) is False
+
+
+def test_presets_are_skipped_under_quick_and_shown_as_skipped():
+    assert bench.QUICK.presets == 0 and bench.FULL.presets >= 1
+    results = bench.measure_presets(bench.QUICK)
+    assert results == {"preset_first_result_s": None, "skipped": ["preset_first_result_s"]}
+    lines = bench.format_table({**results, "errors": {}}).splitlines()
+    assert lines[1].split()[:2] == ["SKIP", "preset_first_result_s"]
+
+
+def test_preset_figures_are_the_slowest_and_each_preset(monkeypatch):
+    from explorer.bench import presets as preset_bench
+
+    calls = []
+
+    def fake(repeats):
+        calls.append(repeats)
+        return {"yin2019": 1.5, "dann": 12.0, "zenke2021": 3.0, "depth": 2.0}
+
+    monkeypatch.setattr(preset_bench, "preset_seconds", fake)
+    results = bench.measure_presets(bench.FULL)
+    assert calls == [bench.FULL.presets]
+    assert results["preset_first_result_s"] == 12.0 and results["preset_first_result_slowest"] == "dann"
+    assert results["preset_first_result_s_by_preset"] == {"yin2019": 1.5, "dann": 12.0, "zenke2021": 3.0, "depth": 2.0}
+    assert results["preset_first_result_met_by_preset"] == {"yin2019": True, "dann": False, "zenke2021": True, "depth": True}
+    assert bench.TARGETS["preset_first_result_s"].met(results["preset_first_result_s"]) is False
+    table = bench.format_table({**results, "errors": {}})
+    assert table.splitlines()[1].split()[:2] == ["MISS", "preset_first_result_s"]
+    assert "preset_first_result_s_by_preset: yin2019=1.5, dann=12.0" in table

@@ -477,3 +477,49 @@ def test_figures_built_without_validation_are_valid_plotly(overlay):
     for fig in figs:
         validated = go.Figure(fig.to_dict())  # raises on any invalid property
         assert json.loads(validated.to_json()) == json.loads(fig.to_json())
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.linspace(-3, 3, 2001, dtype=np.float32),
+        np.linspace(-3, 3, 2001),
+        np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45], dtype=np.float32),
+        np.arange(12, dtype=np.float64).reshape(3, 4),
+        np.arange(20, dtype=np.float32)[::3],  # not contiguous
+        np.arange(5, dtype=">f8"),  # not native: plotly's path
+        np.zeros(0, dtype=np.float32),
+        np.arange(5, dtype=np.float16),
+        np.arange(5, dtype=np.int64),
+        np.array(["a", "b"]),
+    ],
+    ids=lambda a: f"{a.dtype.str}{a.shape}",
+)
+def test_ready_figure_encodes_arrays_as_plotly_does(array):
+    """ReadyFigure's fast typed-array encoding gives what plotly's to_typed_array_spec gives (same JSON)."""
+    from _plotly_utils.utils import to_typed_array_spec
+
+    from explorer.ui.widgets import _typed_array
+
+    ours, plotly = _typed_array(array), to_typed_array_spec(array)
+    if isinstance(plotly, np.ndarray):
+        np.testing.assert_array_equal(ours, plotly)
+    else:
+        assert ours == plotly
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16", "float64"])
+def test_line_arrays_are_float32_exactly_when_that_loses_nothing(dtype):
+    """Lines of a float32 / half-precision sweep go out as float32 (half the bytes); their values are the
+    sweep's own, exactly. A float64 sweep's x (not float32 numbers) stays float64."""
+    result = sweep("atan", dtype=dtype)
+    spec = figures.main_figure_spec(result)
+    names = {"forward", "true gradient (autodiff)", "custom gradient"}
+    lines = [trace for trace in spec["data"] if trace.get("mode") == "lines" and trace["name"] in names]
+    assert len(lines) == 3
+    for trace in lines:
+        assert trace["x"].dtype == (np.float64 if dtype == "float64" else np.float32)
+        if dtype != "float64":
+            assert trace["y"].dtype == np.float32
+        finite = np.isfinite(trace["x"])
+        assert set(trace["x"][finite].astype(np.float64)) <= set(result["x"].to_numpy(dtype=np.float64))

@@ -156,3 +156,21 @@ def test_a_declared_point_that_is_not_there_is_not_detected():
 def test_a_steep_smooth_user_forward_is_not_a_jump():
     spec = _user_op("steep_tanh", lambda x, p: tf.tanh(300.0 * x), lambda x, p: tf.ones_like(x))
     assert special_points(sweep(spec)).empty
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_display_table_is_the_table_selected_renamed_with_none_for_missing_gradients(dtype):
+    """display_table builds its frame in one go; it equals the plain pandas formulation, column types
+    included, for every op (some have no special points, some a missing true gradient)."""
+    import pandas as pd
+
+    from explorer.points import DISPLAY_COLUMNS, display_table
+
+    for key in ops.names():
+        table = special_points(sweep(key, dtype=dtype))
+        expected = table[list(DISPLAY_COLUMNS)].rename(columns=DISPLAY_COLUMNS)
+        expected["true gradient"] = [
+            "None" if missing else f"{value:.6g}"
+            for value, missing in zip(table["true_grad"], table["true_grad_missing"], strict=True)
+        ]
+        pd.testing.assert_frame_equal(display_table(table), expected, check_exact=True)

@@ -299,3 +299,22 @@ def test_package_exports_the_computation_functions():
     assert explorer.special_points(result)["x"].tolist() == [0.0]
     assert explorer.metrics(result)["peak"].iloc[0] == pytest.approx(1.0)  # alpha / 2 at the threshold
 
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_flat_call_of_the_compiled_sweep_equals_its_public_call(dtype):
+    """sweeps._Compiled calls the concrete function's _call_flat; it must give what the public call gives."""
+    from explorer import sweeps
+
+    for key in ops.names():
+        spec = ops.get(key)
+        compiled = sweeps.evaluator(spec, dtype)
+        x = tf.constant(np.linspace(-3, 3, 301).astype(sweeps.numpy_dtype(dtype)))
+        args = [x, tf.constant(1.5, tf.as_dtype(dtype)), *[tf.constant(p.default, tf.float64) for p in spec.params]]
+        flat = compiled(*args)
+        assert compiled._flat is not None  # the fast path is taken (TensorFlow still has _call_flat)
+        public = compiled.function.get_concrete_function()(*args)
+        assert len(flat) == len(public) == 4
+        for ours, theirs in zip(flat, public, strict=True):
+            assert ours.dtype == theirs.dtype
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -32,6 +32,10 @@ How each target figure is measured (the docstring of each ``measure_*`` function
 * ``train_warm_300_epochs_s``: the same session reset (weights and optimiser) and trained again.
 * ``custom_vs_relu_steps``: one session with a ReLU run and a ``fast_sigmoid`` run (same network,
   same data, trained chunk by chunk in turn); median of the per-repetition ratios of warm steps/s.
+* ``preset_first_result_s``: seconds from choosing each paper preset to its first result
+  (:func:`explorer.bench.presets.preset_seconds`, the presets interleaved, median of 3); the figure is
+  the slowest preset, ``preset_first_result_s_by_preset`` has each (target: every one under 10 s).
+  Skipped under ``--quick`` (SKIP in the table, listed in ``skipped`` in the JSON).
 * ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
   ``st.plotly_chart`` sends) of :func:`explorer.figures.main_figure` for the 1,000,000-point sweep.
 
@@ -77,6 +81,7 @@ TRAIN_OP = "fast_sigmoid"
 TRAIN_EPOCHS = 300
 TRAIN_WIDTH = 16
 SUBPROCESS_TIMEOUT_S = 600
+PRESET_LIMIT_S = 10  # issue 16: every preset shows its first result in under 10 s
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ class Target:
     def met(self, value: float | None) -> bool | None:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return None
-        return value == self.limit if self.comparison == "==" else value <= self.limit
+        if self.comparison == "==":
+            return value == self.limit
+        return value < self.limit if self.comparison == "<" else value <= self.limit
 
     @property
     def text(self) -> str:
@@ -112,6 +119,7 @@ TARGETS: dict[str, Target] = {
         Target("train_warm_300_epochs_s", 0.5, "s", "the same 300 epochs once compiled"),
         Target("custom_vs_relu_steps", 1.3, "x", "steps/s with ReLU / steps/s with fast_sigmoid"),
         Target("figure_bytes_1m", ONE_MILLION, "bytes", "figure JSON sent for a 1M-point sweep"),
+        Target("preset_first_result_s", PRESET_LIMIT_S, "s", "slowest preset's time to its first result", "<"),
     )
 }
 
@@ -128,10 +136,12 @@ class Repetitions:
     train_warm: int = 11
     relu_ratio: int = 21  # one warm fit of 300 epochs is ~20 ms: single ratios scatter by 2x
     figure: int = 3
+    presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
 
 
 FULL = Repetitions()
-QUICK = Repetitions(sweep_2k=3, sweep_1m=3, rerun=3, cold_start=1, train=1, train_warm=5, relu_ratio=7, figure=1)
+QUICK = Repetitions(sweep_2k=3, sweep_1m=3, rerun=3, cold_start=1, train=1, train_warm=5, relu_ratio=7, figure=1,
+                    presets=0)
 
 
 def _median_time(function: Callable[[], Any], repetitions: int) -> float:
@@ -531,6 +541,26 @@ def measure_figures(reps: Repetitions) -> dict[str, Any]:
     return out
 
 
+# -- presets -------------------------------------------------------------------------------------------
+def measure_presets(reps: Repetitions) -> dict[str, Any]:
+    """Seconds from each preset's choice to its first result (:func:`explorer.bench.presets.preset_seconds`:
+    the presets interleaved, median over repetitions). ``preset_first_result_s`` is the slowest preset,
+    ``preset_first_result_s_by_preset`` has each one; every one has the target. Skipped under ``--quick``
+    (a repetition takes about a minute): the figure is then None and listed in ``skipped``."""
+    if reps.presets < 1:
+        return {"preset_first_result_s": None, "skipped": ["preset_first_result_s"]}
+    from explorer.bench.presets import preset_seconds
+
+    by_preset = preset_seconds(reps.presets)
+    slowest = max(by_preset, key=by_preset.get)
+    return {
+        "preset_first_result_s": by_preset[slowest],
+        "preset_first_result_slowest": slowest,
+        "preset_first_result_s_by_preset": {key: round(value, 3) for key, value in by_preset.items()},
+        "preset_first_result_met_by_preset": {key: value < PRESET_LIMIT_S for key, value in by_preset.items()},
+    }
+
+
 # -- running -------------------------------------------------------------------------------------------
 MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str, ...]]] = {
     "sweep_2k": (measure_sweep_2k, ("sweep_2k_ms",)),
@@ -541,6 +571,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "train": (measure_train, ("train_300_epochs_s", "train_warm_300_epochs_s")),
     "relu_ratio": (measure_relu_ratio, ("custom_vs_relu_steps",)),
     "cold_start": (measure_cold_start, ("cold_start_vs_import",)),
+    "presets": (measure_presets, ("preset_first_result_s",)),
 }
 
 
@@ -624,10 +655,10 @@ def format_table(results: dict[str, Any]) -> str:
         if key not in results:
             continue
         met = target.met(results[key])
-        status = "ERROR" if met is None else "PASS" if met else "MISS"
+        status = "SKIP" if key in results.get("skipped", ()) else "ERROR" if met is None else "PASS" if met else "MISS"
         lines.append(f"{status:<5} {key:<26} {_format_value(results[key]):>12} {target.text:>12} "
                      f"{target.unit:<7} {target.what}")
-    skip = set(TARGETS) | {"errors", "machine", "profiles"}
+    skip = set(TARGETS) | {"errors", "machine", "profiles", "skipped"}
     extras = {k: v for k, v in results.items() if k not in skip and not isinstance(v, dict)}
     if extras:
         lines.append("\nextras: " + ", ".join(f"{k}={_format_value(v)}" for k, v in extras.items()))

@@ -10,7 +10,11 @@ from explorer.ui import editor, explore, runtime, train
 
 
 def main() -> None:
-    st.set_page_config(page_title="Gradient Explorer", page_icon="∇", layout="wide")
+    runtime.skip_direct_execution_warning()
+    runtime.freeze_startup_objects()
+    # A Material icon, not an emoji-like string: Streamlit checks a string icon against its emoji
+    # catalogue (loaded on first use, part of every cold start) unless it is ":material/...:".
+    st.set_page_config(page_title="Gradient Explorer", page_icon=":material/function:", layout="wide")
     runtime.keep_keras_state_between_reruns()
     pages = [
         st.Page(explore.page, title="Explore", icon=":material/insights:", default=True),

@@ -19,7 +19,7 @@ from explorer.measures import metrics_table
 from explorer.points import display_table, special_points
 from explorer.sweeps import Sweep
 from explorer.ui import yours
-from explorer.ui.widgets import ReadyFigure, literal, show_formulas
+from explorer.ui.widgets import ReadyFigure, literal, ready_table, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -44,6 +44,7 @@ class View:
     result: Sweep
     points: pd.DataFrame
     shown: pd.DataFrame  # display_table(points)
+    shown_table: object  # ready_table(shown): what st.dataframe sends, converted once
     undeclared: tuple[tuple[float, str], ...]  # (x, note) of points found but not declared
     not_detected: tuple[tuple[float, str], ...]  # (x, kind) of declared points the sweep does not show
 
@@ -55,10 +56,12 @@ def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: f
     result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
     points = special_points(result)
     status = points["status"].tolist()
+    shown = display_table(points)
     return View(
         result,
         points,
-        display_table(points),
+        shown,
+        ready_table(shown),
         tuple((x, note) for x, note, s in zip(points["x"].tolist(), points["note"], status, strict=True) if s == "undeclared"),
         tuple((x, kind) for x, kind, s in zip(points["x"].tolist(), points["kind"], status, strict=True) if s == "not detected"),
     )
@@ -71,17 +74,18 @@ def cached_main_figure(op, params, lo, hi, n, dtype, upstream, overlay: bool) ->
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_metrics(op, params, lo, hi, n, dtype, upstream) -> pd.DataFrame:
-    return metrics_table([cached_view(op, params, lo, hi, n, dtype, upstream).result], [op])
+def cached_metrics(op, params, lo, hi, n, dtype, upstream):
+    """The metrics table as st.dataframe sends it (:func:`ready_table`)."""
+    return ready_table(metrics_table([cached_view(op, params, lo, hi, n, dtype, upstream).result], [op]))
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], labels: tuple[str, ...], lo, hi, n, dtype, upstream):
-    """Compare figure and metrics table for several (op, params) runs over one range."""
+    """Compare figure and metrics table (as st.dataframe sends it) for several (op, params) runs over one range."""
     views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
     sweeps = [view.result for view in views]
     spec = figures.compare_figure_spec(sweeps, list(labels), [view.points for view in views])
-    return ReadyFigure(spec), metrics_table(sweeps, list(labels))
+    return ReadyFigure(spec), ready_table(metrics_table(sweeps, list(labels)))
 
 
 def _key(state: url_state.ExploreState) -> tuple:
@@ -354,7 +358,7 @@ def page() -> None:
         if view.points.empty:
             st.caption("No special points in this range: forward and gradients are smooth here.")
         else:
-            st.dataframe(view.shown, hide_index=True)
+            st.dataframe(view.shown_table, hide_index=True)
         st.subheader("Metrics")
         st.dataframe(cached_metrics(*_key(state)), hide_index=True)
 

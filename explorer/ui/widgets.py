@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what Figure.to_dict encodes arrays with
 from plotly.basedatatypes import BaseFigure
@@ -33,6 +35,21 @@ def literal(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
+_FAST_TYPED = {"float32": "f4", "float64": "f8"}  # plotly's short names (plotlyjsShortTypes) for our arrays
+
+
+def _typed_array(array: np.ndarray) -> Any:
+    """``to_typed_array_spec(array)``: for a non-empty native float32/float64 array the same dict, made
+    without plotly's general conversion (narwhals, a read-only copy); anything else goes to plotly."""
+    name = _FAST_TYPED.get(str(array.dtype))
+    if name is None or array.size == 0 or not array.dtype.isnative:
+        return to_typed_array_spec(array)
+    spec = {"dtype": name, "bdata": base64.b64encode(np.ascontiguousarray(array)).decode("ascii")}
+    if array.ndim > 1:
+        spec["shape"] = str(array.shape)[1:-1]
+    return spec
+
+
 def _encoded(value: Any) -> Any:
     """A copy of a figure spec with every NumPy array that is a dict value as plotly's base64 typed-array
     spec: what plotly's ``convert_to_base64`` makes of a copy (same skipped keys, arrays inside lists
@@ -40,13 +57,28 @@ def _encoded(value: Any) -> Any:
     if isinstance(value, dict):
         return {
             name: item if is_skipped_key(name)
-            else to_typed_array_spec(item) if isinstance(item, np.ndarray)
+            else _typed_array(item) if isinstance(item, np.ndarray)
             else _encoded(item)
             for name, item in value.items()
         }  # fmt: skip
     if isinstance(value, list):
         return [_encoded(item) if isinstance(item, (dict, list)) else item for item in value]
     return value
+
+
+def ready_table(frame: pd.DataFrame) -> Any:
+    """``frame`` as the Arrow table ``st.dataframe`` makes of it, for a cached table shown on every rerun.
+
+    ``st.dataframe`` converts a pandas frame to Arrow on every call (``convert_pandas_df_to_arrow_table``,
+    ~1 ms for a small table) and sends an Arrow table as it is: converting once and caching the result
+    sends the same bytes (``tests/test_explore_page.py`` checks that) without the per-rerun conversion.
+    The table is immutable, safe to share from ``st.cache_resource``. If Streamlit's helper moves, the
+    frame itself is returned and shown as before.
+    """
+    from streamlit import dataframe_util
+
+    convert = getattr(dataframe_util, "convert_pandas_df_to_arrow_table", None)
+    return frame if convert is None else convert(frame)
 
 
 class ReadyFigure(BaseFigure):
