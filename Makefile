@@ -9,12 +9,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
+# The project itself is installed editable (no deps: the pins above), so `.venv/bin/gradient-explorer` and
+# `.venv/bin/python -m explorer verify my_ops.py` work from any folder, on this clone's code.
+$(VENV)/.runtime-installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(BIN)/python
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(VENV)/.runtime-installed $@
 
 run: $(VENV)/.runtime-installed

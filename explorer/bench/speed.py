@@ -120,6 +120,7 @@ TARGETS: dict[str, Target] = {
         Target("custom_vs_relu_steps", 1.3, "x", "steps/s with ReLU / steps/s with fast_sigmoid"),
         Target("figure_bytes_1m", ONE_MILLION, "bytes", "figure JSON sent for a 1M-point sweep"),
         Target("preset_first_result_s", PRESET_LIMIT_S, "s", "slowest preset's time to its first result", "<"),
+        Target("loaded_vs_builtin_rerun", 1.5, "x", "explore rerun after a slider change, a loaded op / a built-in"),
     )
 }
 
@@ -137,11 +138,12 @@ class Repetitions:
     relu_ratio: int = 21  # one warm fit of 300 epochs is ~20 ms: single ratios scatter by 2x
     figure: int = 3
     presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
+    loaded_pairs: int = 12  # AppTest reruns, loaded op and built-in interleaved
 
 
 FULL = Repetitions()
 QUICK = Repetitions(sweep_2k=3, sweep_1m=3, rerun=3, cold_start=1, train=1, train_warm=5, relu_ratio=7, figure=1,
-                    presets=0)
+                    presets=0, loaded_pairs=4)
 
 
 def _median_time(function: Callable[[], Any], repetitions: int) -> float:
@@ -561,6 +563,16 @@ def measure_presets(reps: Repetitions) -> dict[str, Any]:
     }
 
 
+def measure_loaded(reps: Repetitions) -> dict[str, Any]:
+    """Issue 14: the explore rerun for one of your ops (examples/spike.py's ``fast_sigmoid_spike``, loaded
+    through ``GRADIENT_EXPLORER_OPS``) against the built-in ``fast_sigmoid``, interleaved pairs, median of
+    per-pair ratios (:func:`explorer.bench.yours.measure_loaded_rerun`), checks running in the background
+    as a user gets them."""
+    from explorer.bench.yours import measure_loaded_rerun
+
+    return measure_loaded_rerun(pairs=reps.loaded_pairs)
+
+
 # -- running -------------------------------------------------------------------------------------------
 MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str, ...]]] = {
     "sweep_2k": (measure_sweep_2k, ("sweep_2k_ms",)),
@@ -572,6 +584,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "relu_ratio": (measure_relu_ratio, ("custom_vs_relu_steps",)),
     "cold_start": (measure_cold_start, ("cold_start_vs_import",)),
     "presets": (measure_presets, ("preset_first_result_s",)),
+    "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
 }
 
 
