@@ -41,6 +41,7 @@ import tensorflow as tf
 import ops
 from explorer import discover, sweeps
 from explorer.serve import OPS_ENV
+from explorer.timelimit import call_with_time_limit
 
 SWEEP_TIME_LIMIT = 20.0  # seconds for one probe + sweep of a loaded op (a first trace takes about 1 s)
 CHECK_TIME_LIMIT = 30.0  # seconds per check in the app (the command line allows 120)
@@ -256,27 +257,8 @@ def module_of(key: str) -> str | None:
 
 # -- running user code safely ---------------------------------------------------------------------------
 def run_limited(function: Callable[[], Any], time_limit: float) -> Any:
-    """``function()`` in a daemon thread; its exception re-raised, TimeoutError if it overruns.
-
-    An overrunning thread is abandoned, not stopped (Python cannot stop a thread; see
-    :mod:`explorer.usercheck`), so a hung op may keep a core busy until the server restarts.
-    """
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = function()
-        except BaseException as error:  # noqa: BLE001 - user code may even raise SystemExit
-            box["error"] = error
-
-    worker = threading.Thread(target=work, name="loaded-op", daemon=True)
-    worker.start()
-    worker.join(time_limit)
-    if worker.is_alive():
-        raise TimeoutError(f"did not finish within {time_limit:g} s (a hung or very slow forward or backward)")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    """``function()`` within ``time_limit`` seconds (see :mod:`explorer.timelimit`)."""
+    return call_with_time_limit(function, time_limit, name="loaded-op")
 
 
 def _text(error: BaseException) -> str:

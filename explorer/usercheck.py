@@ -35,7 +35,6 @@ import functools
 import inspect
 import io
 import tempfile
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ import tensorflow as tf
 
 import ops
 from explorer.sweeps import sweep
+from explorer.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.verify import (
     SWEEP_N,
     SWEEP_RANGE,
@@ -113,27 +113,17 @@ def run_limited(name: str, function: Callable[[], Check], time_limit: float = TI
 
     An overrunning thread is abandoned, not stopped (see the module docstring).
     """
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = function()
-        except BaseException as error:  # noqa: BLE001 - user code may even raise SystemExit
-            box["error"] = error
-
-    worker = threading.Thread(target=work, name=f"check-{name}", daemon=True)
-    worker.start()
-    worker.join(time_limit)
-    if worker.is_alive():
+    try:
+        return call_with_time_limit(function, time_limit, name=f"check-{name}")
+    except TimeLimitExceeded:
         return _result(
             name,
             "fail",
             f"TimeoutError: the check did not finish within {time_limit:g} s (a hung or very slow forward or "
             "backward); its worker thread was abandoned",
         )
-    if "error" in box:
-        return _result(name, "fail", f"the check raised {_explained(box['error'])}")
-    return box["result"]
+    except BaseException as error:  # noqa: BLE001 - user code may even raise SystemExit
+        return _result(name, "fail", f"the check raised {_explained(error)}")
 
 
 def _explained(error: BaseException) -> str:

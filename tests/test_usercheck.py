@@ -498,3 +498,12 @@ def test_the_guardrail_leaves_the_callers_random_state_alone():
     np.random.seed(123)
     testing.custom_gradient_checks(square_with_scaled_grad)
     assert (random.random(), np.random.random()) == expected
+
+
+def test_a_timeout_error_raised_by_the_users_code_is_not_a_time_limit():
+    def raises_timeout() -> verify.Check:
+        raise TimeoutError("the user's own socket timed out")
+
+    result = usercheck.run_limited("finite", raises_timeout, time_limit=30)
+    assert result.level == "fail" and "the check raised TimeoutError" in result.message
+    assert "socket timed out" in result.message and "did not finish" not in result.message
