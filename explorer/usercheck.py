@@ -49,9 +49,11 @@ from explorer.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.verify import (
     SWEEP_N,
     SWEEP_RANGE,
+    UPSTREAM,
     Check,
     _error_text,
     _fmt,
+    _graph_differences,
     _grid,
     _guarded,
     _result,
@@ -84,8 +86,6 @@ HARD_PLACES: dict[str, tuple[float, ...]] = {
     "float32": (0.0, 1e-30, -1e-30, 100.0, -100.0, 1e4, -1e4),
     "float64": (0.0, 1e-30, -1e-30, 1000.0, -1000.0, 1e4, -1e4),
 }
-GRAPH_UPSTREAM = 1.5
-GRAPH_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 COMPARE_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RATIO_TOLERANCE = 1e-3
 RATIO_WORDS = {0.5: "half of", 2.0: "twice", -1.0: "the negative of", 0.0: "zero times"}
@@ -267,7 +267,7 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
     x = tf.constant(x_values)
     used = _graph_values(spec, params)
     call = (lambda x: _user(spec).call(x, used)) if used else _caller(spec, params)
-    upstream = tf.fill(tf.shape(x), tf.constant(GRAPH_UPSTREAM, x.dtype))
+    upstream = tf.fill(tf.shape(x), tf.constant(UPSTREAM, x.dtype))
     passed = ""
     if used:
         user = _user(spec)
@@ -287,7 +287,7 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
 
         @tf.function(jit_compile=jit, autograph=False)
         def compiled(x):
-            y, grad = value_and_grad(call, x, tf.fill(tf.shape(x), tf.constant(GRAPH_UPSTREAM, x.dtype)))
+            y, grad = value_and_grad(call, x, tf.fill(tf.shape(x), tf.constant(UPSTREAM, x.dtype)))
             return y, (tf.fill(tf.shape(x), tf.constant(np.nan, x.dtype)) if grad is None else grad)
 
         try:
@@ -295,22 +295,14 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
         except Exception as error:  # noqa: BLE001
             problems.append(f"{label}{passed} raised {_explained(error)}")
             break  # the same error again under XLA says nothing new
-        for what, got in (("forward", got_y.numpy()), ("gradient", got_grad.numpy())):
-            want = expected[what]
-            close = np.isclose(got, want, equal_nan=True, **GRAPH_TOLERANCE)
-            if not close.all():
-                worst = int(np.argmax(np.where(close, 0.0, np.abs(np.nan_to_num(got - want, nan=np.inf)))))
-                problems.append(
-                    f"{label} {what} differs from eager at {int((~close).sum())} points, e.g. x = "
-                    f"{_fmt(x_values[worst])}: {_fmt(got[worst])} vs {_fmt(want[worst])}"
-                )
+        problems += _graph_differences(label, {"forward": got_y, "gradient": got_grad}, expected, x_values)
     if problems:
         return _result("graph", "fail", "; ".join(problems[:3]))
     return _result(
         "graph",
         "pass",
         f"eager, tf.function and jit_compile=True agree on {x_values.size} points (forward and gradient, upstream "
-        f"{GRAPH_UPSTREAM:g}){passed}",
+        f"{UPSTREAM:g}){passed}",
     )
 
 

@@ -271,6 +271,23 @@ def _other_values(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, fl
     return other
 
 
+def _graph_differences(
+    label: str, got: Mapping[str, tf.Tensor], expected: Mapping[str, np.ndarray], x_values: np.ndarray
+) -> list[str]:
+    """Where a compiled call's forward and gradient differ from eager (within :data:`GRAPH_TOLERANCE`)."""
+    problems = []
+    for what, tensor in got.items():
+        values, want = tensor.numpy(), expected[what]
+        close = np.isclose(values, want, equal_nan=True, **GRAPH_TOLERANCE)
+        if not close.all():
+            worst = int(np.argmax(np.where(close, 0.0, np.abs(np.nan_to_num(values - want, nan=np.inf)))))
+            problems.append(
+                f"{label} {what} differs from eager at {int((~close).sum())} points, e.g. x = {_fmt(x_values[worst])}: "
+                f"{_fmt(values[worst])} vs {_fmt(want[worst])}"
+            )
+    return problems
+
+
 @_guarded("graph")
 def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
     x_values = _grid(spec, params, n=61)
@@ -289,15 +306,7 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
         except Exception as error:  # noqa: BLE001
             problems.append(f"{label} raised {_error_text(error)}")
             continue
-        for what, got in (("forward", got_y.numpy()), ("gradient", got_grad.numpy())):
-            want = expected[what]
-            close = np.isclose(got, want, equal_nan=True, **GRAPH_TOLERANCE)
-            if not close.all():
-                worst = int(np.argmax(np.where(close, 0.0, np.abs(np.nan_to_num(got - want, nan=np.inf)))))
-                problems.append(
-                    f"{label} {what} differs from eager at {int((~close).sum())} points, e.g. x = {_fmt(x_values[worst])}: "
-                    f"{_fmt(got[worst])} vs {_fmt(want[worst])}"
-                )
+        problems += _graph_differences(label, {"forward": got_y, "gradient": got_grad}, expected, x_values)
         if spec.params:
             other = _other_values(spec, params)
             function(x, *[tf.constant(other[name], x.dtype) for name in spec.param_names])
