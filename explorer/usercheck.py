@@ -415,6 +415,14 @@ def _export_and_reload(model: keras.Model, directory: Path):
     return tf.saved_model.load(str(path))
 
 
+def _equals_true(gradient: np.ndarray, true_call: Callable[[tf.Tensor], tf.Tensor] | None, x: tf.Tensor) -> bool:
+    """Whether ``gradient`` is autodiff's gradient of ``true_call`` at ``x`` (False without a true call)."""
+    if true_call is None:
+        return False
+    _, true_grad = value_and_grad(true_call, x)
+    return true_grad is not None and np.allclose(gradient, true_grad.numpy(), **COMPARE_TOLERANCE)
+
+
 def _gradient_after_reload(
     name: str, make_layer: Callable[[], keras.layers.Layer], true_call: Callable | None = None
 ) -> Check:
@@ -444,19 +452,13 @@ def _gradient_after_reload(
         return _result(name, "fail", "after model.export and reload the output differs from the original model")
     if not np.allclose(got, want, **COMPARE_TOLERANCE):
         gap = float(np.max(np.abs(got - want)))
-        lost = ""
-        if true_call is not None:
-            _, true_grad = value_and_grad(true_call, x)
-            if true_grad is not None and np.allclose(got, true_grad.numpy(), **COMPARE_TOLERANCE):
-                lost = ": it equals autodiff, the custom gradient was lost"
+        lost = ": it equals autodiff, the custom gradient was lost" if _equals_true(got, true_call, x) else ""
         return _result(
             name, "fail", f"after model.export and reload the input gradient differs by up to {_fmt(gap)}{lost}"
         )
     same_as_true = ""
-    if true_call is not None:
-        _, true_grad = value_and_grad(true_call, x)
-        if true_grad is not None and np.allclose(want, true_grad.numpy(), **COMPARE_TOLERANCE):
-            same_as_true = " (here the custom gradient equals the true one, so a lost custom gradient would not show)"
+    if _equals_true(want, true_call, x):
+        same_as_true = " (here the custom gradient equals the true one, so a lost custom gradient would not show)"
     return _result(
         name,
         "pass",
