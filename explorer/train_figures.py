@@ -46,7 +46,7 @@ def loss_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, log
     fig.update_layout(
         template=TEMPLATE,
         height=360,
-        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+        margin={"l": 84, "r": 20, "t": 30, "b": 96},  # already fits ticks and legend: see figures.MARGIN
         xaxis_title="epoch",
         yaxis_title=metric + (" (log scale)" if log_y else ""),
         legend={"orientation": "h", "y": -0.2},
@@ -71,7 +71,7 @@ def prediction_figure(predictions: Sequence[GridPrediction], labels: Sequence[st
     fig.update_layout(
         template=TEMPLATE,
         height=330 * rows + 80,
-        margin={"l": 40, "r": 20, "t": 50, "b": 40},
+        margin={"l": 44, "r": 108 if dataset.input_dim == 2 else 20, "t": 50, "b": 80},  # r: the colour bar
         legend={"orientation": "h", "y": -0.12},
     )
     return fig
@@ -238,7 +238,7 @@ def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], 
     fig.update_layout(
         template=TEMPLATE,
         height=300 * rows + 80,
-        margin={"l": 60, "r": 20, "t": 40, "b": 50},
+        margin={"l": 88, "r": 20, "t": 40, "b": 118},  # already fits ticks and legend: see figures.MARGIN
         legend={"orientation": "h", "y": -0.12 if rows > 1 else -0.25, "title": {"text": "colour = epoch "}},
         uirevision="layers",
     )
