@@ -417,7 +417,7 @@ TEMPLATE = "plotly_white"
 
 
 @cache
-def _template_json() -> str:
+def template_json() -> str:
     """The ``plotly_white`` template, expanded as plotly writes it into a figure (plotly.js knows no names)."""
     import plotly.io  # noqa: PLC0415
 
@@ -427,7 +427,7 @@ def _template_json() -> str:
 def _layout(title: str, subtitle: str) -> dict:
     """The look every figure shares: template, size, font, title and subtitle, legend below, hover."""
     return {
-        "template": json.loads(_template_json()),  # a fresh copy: a caller may change its figure
+        "template": json.loads(template_json()),  # a fresh copy: a caller may change its figure
         "height": FIGURE_HEIGHT,
         "font": dict(FONT),
         "title": {

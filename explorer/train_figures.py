@@ -1,20 +1,25 @@
 """Figures of the train view: loss curves of several runs, decision boundaries, fitted curves.
 
 Pure functions returning ``plotly.graph_objects.Figure``. Every run keeps one colour in every
-figure, and prediction panels share one colour scale so runs compare at a glance.
+figure, and prediction panels share one colour scale so runs compare at a glance. The two figures
+redrawn on every tick of live training also come as plain specs (``*_spec``, see
+:func:`explorer.figures.as_figure`): validating plotly objects cost ~55 ms a tick, per user, on the
+server thread everyone's slider moves wait for.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.figures import COMPARE_COLOURS
+from explorer.figures import COMPARE_COLOURS, as_figure, template_json
 from explorer.tasks import Dataset
 from explorer.train import GridPrediction
 
@@ -27,33 +32,39 @@ def run_colour(index: int) -> str:
     return COMPARE_COLOURS[index % len(COMPARE_COLOURS)]
 
 
-def loss_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, log_y: bool = False, metric: str = "loss") -> go.Figure:
-    """One line per run: ``metric`` against epoch."""
+def loss_figure_spec(
+    histories: Sequence[pd.DataFrame], labels: Sequence[str], *, log_y: bool = False, metric: str = "loss"
+) -> dict:
+    """One line per run: ``metric`` against epoch, as a figure spec."""
     if len(histories) != len(labels):
         raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
-    fig = go.Figure()
-    for index, (history, label) in enumerate(zip(histories, labels, strict=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=history["epoch"].to_numpy() if len(history) else [],
-                y=history[metric].to_numpy() if len(history) else [],
-                mode="lines",
-                name=label,
-                line={"color": run_colour(index), "width": 2},
-                hovertemplate=f"{label}<br>epoch %{{x}}<br>{metric} %{{y:.4g}}<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=360,
-        margin={"l": 84, "r": 20, "t": 30, "b": 96},  # already fits ticks and legend: see figures.MARGIN
-        xaxis_title="epoch",
-        yaxis_title=metric + (" (log scale)" if log_y else ""),
-        legend={"orientation": "h", "y": -0.2},
-        uirevision="loss",  # keep zoom while the chart updates live
-    )
-    fig.update_yaxes(type="log" if log_y else "linear")
-    return fig
+    data = [
+        {
+            "type": "scatter",
+            "x": history["epoch"].to_numpy() if len(history) else [],
+            "y": history[metric].to_numpy() if len(history) else [],
+            "mode": "lines",
+            "name": label,
+            "line": {"color": run_colour(index), "width": 2},
+            "hovertemplate": f"{label}<br>epoch %{{x}}<br>{metric} %{{y:.4g}}<extra></extra>",
+        }
+        for index, (history, label) in enumerate(zip(histories, labels, strict=True))
+    ]
+    layout = {
+        "template": json.loads(template_json()),
+        "height": 360,
+        "margin": {"l": 84, "r": 20, "t": 30, "b": 96},  # already fits ticks and legend: see figures.MARGIN
+        "xaxis": {"title": {"text": "epoch"}},
+        "yaxis": {"title": {"text": metric + (" (log scale)" if log_y else "")}, "type": "log" if log_y else "linear"},
+        "legend": {"orientation": "h", "y": -0.2},
+        "uirevision": "loss",  # keep zoom while the chart updates live
+    }
+    return {"data": data, "layout": layout}
+
+
+def loss_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, log_y: bool = False, metric: str = "loss") -> go.Figure:
+    """One line per run: ``metric`` against epoch."""
+    return as_figure(loss_figure_spec(histories, labels, log_y=log_y, metric=metric))
 
 
 def prediction_figure(predictions: Sequence[GridPrediction], labels: Sequence[str], dataset: Dataset) -> go.Figure:
@@ -177,14 +188,29 @@ def snapshot_epochs(last_epoch: int, count: int = LAYER_SNAPSHOTS) -> list[int]:
     return sorted({1, *spaced})
 
 
-def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
+@lru_cache(maxsize=16)
+def _panel_grid(rows: int, per_row: int, titles: tuple[str, ...]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """``make_subplots``' layout for a grid of panels sharing the y axis (as JSON, so callers get a
+    fresh copy) and each panel's (xaxis, yaxis) trace references, row by row. Cached: building it
+    validates every axis (~10 ms), and live training asks for the same grid every tick."""
+    fig = make_subplots(
+        rows=rows, cols=per_row, subplot_titles=list(titles) or None, shared_yaxes="all",
+        horizontal_spacing=0.04, vertical_spacing=0.18 if rows > 1 else 0.1,
+    )  # fmt: skip
+    refs = tuple(
+        (ref[0].trace_kwargs["xaxis"], ref[0].trace_kwargs["yaxis"]) for row in fig._grid_ref for ref in row
+    )
+    return json.dumps(fig.layout.to_plotly_json()), refs
+
+
+def layer_norm_figure_spec(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> dict:
     """Gradient flow through depth, one panel per run: the kernel gradient norm of every layer (hidden
     layers 1..D, then the output layer) against its index, log scale, at epoch 1 (initialisation:
     history rows describe the weights an epoch starts from) and at evenly spaced epochs up to ``epoch``
     (default: the latest epoch of any run). One colour per epoch, the same in every panel, so the
     legend names each once. A run that stopped earlier (diverged) draws only the epochs it reached.
     A zero norm (no gradient, e.g. the true gradient of a step) cannot sit on a log axis: it is a gap
-    in the line, named in the hover text."""
+    in the line, named in the hover text. A figure spec; :func:`layer_norm_figure` is the Figure."""
     if len(histories) != len(labels):
         raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
     latest = max((int(h["epoch"].iloc[-1]) for h in histories if len(h)), default=0)
@@ -193,56 +219,66 @@ def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], 
     panels = max(1, len(histories))
     per_row = min(MAX_PANELS_PER_ROW, panels)
     rows = math.ceil(panels / per_row)
-    titles = [f"<span style='color:{run_colour(i)}'>■</span> {label}" for i, label in enumerate(labels)]
-    fig = make_subplots(
-        rows=rows, cols=per_row, subplot_titles=titles or None, shared_yaxes="all",
-        horizontal_spacing=0.04, vertical_spacing=0.18 if rows > 1 else 0.1,
-    )
+    titles = tuple(f"<span style='color:{run_colour(i)}'>■</span> {label}" for i, label in enumerate(labels))
+    grid_json, refs = _panel_grid(rows, per_row, titles)
+    layout = json.loads(grid_json)
+    data = []
     shown_in_legend: set[int] = set()
     for index, (history, label, columns) in enumerate(zip(histories, labels, columns_of, strict=True)):
         if not len(history) or not columns:
             continue
         names = [c.removeprefix("grad_norm_") for c in columns]
-        row, col = divmod(index, per_row)
+        x_ref, y_ref = refs[index]
         reached = history["epoch"].to_numpy()
+        by_epoch = history.set_index("epoch")[columns]
         for order, when in enumerate(epochs):
             if when > reached[-1]:
                 break
-            values = history.loc[history["epoch"] == when, columns]
-            if not len(values):
+            if when not in by_epoch.index:
                 continue
-            norms = values.iloc[0].to_numpy(dtype=float)
+            norms = by_epoch.loc[[when]].iloc[0].to_numpy(dtype=float)
             name = "epoch 1 (initialisation)" if when == 1 else f"epoch {when}"
             hover = [
                 f"{label}, {name}<br>layer {n}: " + (f"{v:.3g}" if v > 0 else "0 (no gradient)")
                 for n, v in zip(names, norms, strict=True)
             ]
-            fig.add_trace(
-                go.Scatter(
-                    x=names,
-                    y=np.where(norms > 0, norms, np.nan),
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=order not in shown_in_legend,
-                    line={"color": SNAPSHOT_COLOURS[order % len(SNAPSHOT_COLOURS)], "width": 2.5 if when == 1 else 1.5,
-                          "dash": "solid" if when == 1 else "dot"},
-                    marker={"size": 6},
-                    text=hover,
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=row + 1,
-                col=col + 1,
-            )
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": names,
+                    "y": np.where(norms > 0, norms, np.nan),
+                    "mode": "lines+markers",
+                    "name": name,
+                    "legendgroup": name,
+                    "showlegend": order not in shown_in_legend,
+                    "line": {"color": SNAPSHOT_COLOURS[order % len(SNAPSHOT_COLOURS)], "width": 2.5 if when == 1 else 1.5,
+                             "dash": "solid" if when == 1 else "dot"},
+                    "marker": {"size": 6},
+                    "text": hover,
+                    "hovertemplate": "%{text}<extra></extra>",
+                    "xaxis": x_ref,
+                    "yaxis": y_ref,
+                }
+            )  # fmt: skip
             shown_in_legend.add(order)
-    fig.update_layout(
-        template=TEMPLATE,
+    layout.update(
+        template=json.loads(template_json()),
         height=300 * rows + 80,
         margin={"l": 88, "r": 20, "t": 40, "b": 118},  # already fits ticks and legend: see figures.MARGIN
         legend={"orientation": "h", "y": -0.12 if rows > 1 else -0.25, "title": {"text": "colour = epoch "}},
         uirevision="layers",
     )
-    fig.update_xaxes(type="category", title_text="layer (1 = first hidden)")
-    fig.update_yaxes(type="log", exponentformat="power")
-    fig.update_yaxes(title_text="kernel gradient norm", col=1)
-    return fig
+    first_column_y = {refs[row * per_row][1] for row in range(rows) if row * per_row < len(refs)}
+    for name, axis in layout.items():
+        if name.startswith("xaxis"):
+            axis.update(type="category", title={"text": "layer (1 = first hidden)"})
+        elif name.startswith("yaxis"):
+            axis.update(type="log", exponentformat="power")
+            if ("y" + name.removeprefix("yaxis")) in first_column_y:
+                axis["title"] = {"text": "kernel gradient norm"}
+    return {"data": data, "layout": layout}
+
+
+def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
+    """:func:`layer_norm_figure_spec` as a Figure."""
+    return as_figure(layer_norm_figure_spec(histories, labels, epoch=epoch))

@@ -11,7 +11,15 @@ more context moves a slider on the Explore page again and again. Reported:
   children (read from ``/proc`` every 0.2 s), and the sum of their VmHWM (each process's own
   high-water mark; an upper bound of the true peak of the sum);
 - the median time from a slider key press to the updated figure in the browser (the figure's
-  data has changed and the script run is over), idle and with the users training.
+  data has changed and the script run is over), idle and while every user trains (the loaded
+  moves start once each user's loss chart shows points, and pairs that end after the first user's
+  results appear are dropped: a user starting or finishing is not "training");
+- the same for the floor page of ``python -m explorer bench`` (:data:`explorer.bench.speed.FLOOR_PAGE`:
+  a slider, NumPy formulas, one three-panel figure, a table; nothing of the project imported) on a
+  second server, measured interleaved with the app (floor, app, floor, app, ...) in the same browser,
+  and the median of the per-pair ratios. The browsers run on the server's two cores, so the absolute
+  figures include Chromium drawing every page; the ratio says what the app adds to what any Streamlit
+  page costs on this machine at that moment.
 
 The server, browser launch flags, page-state checks and the users' page actions are in
 :mod:`explorer.bench.harness`, shared with ``tests/e2e``.
@@ -25,8 +33,9 @@ import json
 import statistics
 import sys
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +50,16 @@ from explorer.bench.harness import (
     nudge_first_slider,
     open_explore,
     serve_app,
+    settle,
     train_as_user,
 )
+from explorer.bench.speed import FLOOR_PAGE
 
 MEMORY_TARGET_BYTES = 2 * 1024**3
 LATENCY_IDLE_TARGET_SECONDS = 0.2  # slider change to updated figure, nobody training (issue 15)
 LATENCY_TARGET_SECONDS = 0.4  # the same with the users training
 MEMORY_SAMPLE_SECONDS = 0.2
+TRAINING_START_TIMEOUT_S = 180.0
 
 
 # -- memory from /proc -------------------------------------------------------------------------------
@@ -119,6 +131,11 @@ class BenchResult:
     latency_idle_median_s: float
     latency_loaded_median_s: float
     latency_loaded_samples: list[float]
+    floor_idle_median_s: float  # the floor page, interleaved with the app
+    floor_loaded_median_s: float
+    idle_vs_floor: float  # median of the per-pair ratios app / floor
+    loaded_vs_floor: float
+    loaded_pairs_while_training: str  # pairs that ended before the first user's results (only those count)
     users: list[dict[str, Any]]
     load_average_1m: tuple[float, float] = (0.0, 0.0)  # the machine's load when the run began and ended
 
@@ -135,18 +152,49 @@ class BenchResult:
         return self.latency_loaded_median_s < LATENCY_TARGET_SECONDS
 
 
-async def _slider_latencies(browser, url: str, op: str, moves: int) -> list[float]:
-    context = await browser.new_context(viewport=VIEWPORT)
-    page = await context.new_page()
+# The floor page with its figure keyed like the app's main figure, so the same probe times both.
+FLOOR_BROWSER_PAGE = FLOOR_PAGE.replace("st.plotly_chart(fig)", 'st.plotly_chart(fig, key="main_figure")')
+
+
+@dataclass
+class Latencies:
+    """Slider-to-figure seconds of the app and of the floor page, measured in pairs (floor first)."""
+
+    app: list[float]
+    floor: list[float]
+    ended: list[float] = field(default_factory=list)  # time.perf_counter() at the end of each pair
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(a / f for a, f in zip(self.app, self.floor, strict=True))
+
+    def before(self, deadline: float) -> Latencies:
+        """The pairs that ended by ``deadline``."""
+        keep = [i for i, end in enumerate(self.ended) if end <= deadline]
+        return Latencies([self.app[i] for i in keep], [self.floor[i] for i in keep], [self.ended[i] for i in keep])
+
+
+async def _slider_latencies(browser, url: str, floor_url: str, op: str, moves: int) -> Latencies:
+    """``moves`` pairs: the floor page's slider, then the app's first slider of ``op``."""
+    contexts = [await browser.new_context(viewport=VIEWPORT) for _ in range(2)]
     try:
-        await open_explore(page, url, op)
-        samples = []
+        app_page, floor_page = [await context.new_page() for context in contexts]
+        await open_explore(app_page, url, op)
+        await floor_page.goto(floor_url)
+        await settle(floor_page)
+        await nudge_first_slider(floor_page)  # warm: the first change pays one-off costs on both
+        await nudge_first_slider(app_page)
+        result = Latencies([], [])
         for _ in range(moves):
-            samples.append(await nudge_first_slider(page))
+            result.floor.append(await nudge_first_slider(floor_page))
             await asyncio.sleep(0.5)  # a user's pace, and time for the trainers to get CPU
-        return samples
+            result.app.append(await nudge_first_slider(app_page))
+            result.ended.append(time.perf_counter())
+            await asyncio.sleep(0.5)
+        return result
     finally:
-        await context.close()
+        for context in contexts:
+            await context.close()
 
 
 def _slider_ops() -> list[str]:
@@ -163,22 +211,28 @@ def _slider_ops() -> list[str]:
 
 
 async def _bench(
-    url: str, op_keys: Sequence[str], seconds: float, moves: int
-) -> tuple[list[float], list[float], list[UserRun]]:
+    url: str, floor_url: str, op_keys: Sequence[str], seconds: float, moves: int
+) -> tuple[Latencies, Latencies, list[UserRun]]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
             idle_op, loaded_op = _slider_ops()[:2]
-            idle = await _slider_latencies(browser, url, idle_op, moves)
+            idle = await _slider_latencies(browser, url, floor_url, idle_op, moves)
             from explorer.train import MAX_EPOCHS
 
             shots = ROOT / "test-artifacts" / "bench_browser"
             shots.mkdir(parents=True, exist_ok=True)
-            trainers = asyncio.gather(
-                *(train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png") for op in op_keys)
-            )
-            await asyncio.sleep(min(15.0, seconds / 4))  # let every user reach the Train page and start
-            loaded = await _slider_latencies(browser, url, loaded_op, moves)
+            started = [asyncio.Event() for _ in op_keys]
+            trainers = asyncio.gather(*(
+                train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png", training=event)
+                for op, event in zip(op_keys, started, strict=True)
+            ))  # fmt: skip
+            try:  # measure while every user trains: their models are built and traced by then
+                await asyncio.wait_for(asyncio.gather(*(event.wait() for event in started)), TRAINING_START_TIMEOUT_S)
+            except TimeoutError:
+                trainers.cancel()
+                raise RuntimeError(f"not every user was training {TRAINING_START_TIMEOUT_S:g} s after opening the app") from None
+            loaded = await _slider_latencies(browser, url, floor_url, loaded_op, moves)
             users = await trainers
             return idle, loaded, users
         finally:
@@ -195,17 +249,32 @@ def run_benchmark(sessions: int = 5, seconds: float = 60.0, moves: int = 12) -> 
     # one op per user, spread over the families
     by_family = list(ops.by_family().values())
     op_keys = [by_family[i % len(by_family)][i // len(by_family)].key for i in range(sessions)]
-    with serve_app(log_path=ROOT / "test-artifacts" / "bench_browser_streamlit.log") as server:
-        with MemorySampler(server.process.pid) as sampler:
-            idle, loaded, users = asyncio.run(_bench(server.url, op_keys, seconds, moves))
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    floor_script = artifacts / "bench_browser_floor_page.py"
+    floor_script.write_text(FLOOR_BROWSER_PAGE)
+    with (
+        serve_app(log_path=artifacts / "bench_browser_streamlit.log") as server,
+        serve_app(log_path=artifacts / "bench_browser_floor.log", script=floor_script) as floor,
+        MemorySampler(server.process.pid) as sampler,
+    ):
+        idle, loaded_all, users = asyncio.run(_bench(server.url, floor.url, op_keys, seconds, moves))
+    loaded = loaded_all.before(min(user.training_until for user in users))
+    if not loaded.app:
+        raise RuntimeError(f"a user finished training before the first loaded slider move; train longer than {seconds:g} s")
     return BenchResult(
         sessions=sessions,
         train_seconds=seconds,
         peak_rss_bytes=sampler.peak_rss,
         peak_hwm_sum_bytes=sampler.peak_hwm,
-        latency_idle_median_s=statistics.median(idle),
-        latency_loaded_median_s=statistics.median(loaded),
-        latency_loaded_samples=loaded,
+        latency_idle_median_s=statistics.median(idle.app),
+        latency_loaded_median_s=statistics.median(loaded.app),
+        latency_loaded_samples=loaded.app,
+        loaded_pairs_while_training=f"{len(loaded.app)} of {len(loaded_all.app)}",
+        floor_idle_median_s=statistics.median(idle.floor),
+        floor_loaded_median_s=statistics.median(loaded.floor),
+        idle_vs_floor=idle.ratio,
+        loaded_vs_floor=loaded.ratio,
         users=[asdict(user) | {"loss_points": user.loss_points[-1:]} for user in users],
         load_average_1m=(load_before, os.getloadavg()[0]),
     )
@@ -221,6 +290,10 @@ def _table(result: BenchResult) -> str:
          "ok" if result.latency_idle_ok else f"OVER {LATENCY_IDLE_TARGET_SECONDS * 1000:.0f} ms"),
         ("slider -> figure, median, training", f"{result.latency_loaded_median_s * 1000:.0f} ms",
          "ok" if result.latency_ok else f"OVER {LATENCY_TARGET_SECONDS * 1000:.0f} ms"),
+        ("floor page, idle / training", f"{result.floor_idle_median_s * 1000:.0f} / {result.floor_loaded_median_s * 1000:.0f} ms", ""),
+        ("app / floor (median of pairs), idle", f"{result.idle_vs_floor:.2f}", ""),
+        ("app / floor (median of pairs), training", f"{result.loaded_vs_floor:.2f}", ""),
+        ("loaded pairs while all trained", result.loaded_pairs_while_training, ""),
         ("load average (1 min), start / end", "{:.1f} / {:.1f}".format(*result.load_average_1m), ""),
     ]  # fmt: skip
     lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]

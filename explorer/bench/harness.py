@@ -94,9 +94,14 @@ class Server:
 
 @contextmanager
 def serve_app(
-    port: int | None = None, log_path: Path | None = None, timeout: float = 120.0, env: dict[str, str] | None = None
+    port: int | None = None,
+    log_path: Path | None = None,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+    script: str | Path = "app.py",
 ) -> Iterator[Server]:
-    """Run the app headless on 127.0.0.1 until the block ends (terminate, then kill).
+    """Run the app (or another Streamlit ``script``) headless on 127.0.0.1 until the block ends
+    (terminate, then kill).
 
     Ready means ``/_stcore/health`` answers "ok"; the first page load still imports TensorFlow.
     ``env``: extra environment variables for the server (e.g. ``GRADIENT_EXPLORER_OPS``).
@@ -105,7 +110,7 @@ def serve_app(
     log_path = log_path or ROOT / "test-artifacts" / "e2e" / "streamlit.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
+        sys.executable, "-m", "streamlit", "run", str(script),
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", "127.0.0.1",
@@ -224,6 +229,8 @@ class UserRun:
     exceptions: int = 0
     seconds: float = 0.0  # the whole visit: explore, go to Train, train, results
     start_to_results_s: float = 0.0  # from the Start click to the Results heading on screen
+    training_from: float = 0.0  # time.perf_counter() when the loss chart first showed points
+    training_until: float = 0.0  # time.perf_counter() when the Results heading was seen
 
 
 async def train_as_user(
@@ -234,9 +241,11 @@ async def train_as_user(
     stop_after: float | None,
     screenshot: Path | None = None,
     params: dict[str, float] | None = None,
+    training: asyncio.Event | None = None,
 ) -> UserRun:
     """One user: explore ``op`` with ``params``, then train it; stop after ``stop_after`` s (None:
-    until the target epoch); wait for the results table."""
+    until the target epoch); wait for the results table. ``training`` is set once the loss chart
+    shows points (the models are built and traced: the user is training)."""
     context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
     result = UserRun(op, dict(params or {}))
@@ -259,6 +268,10 @@ async def train_as_user(
             data = await figure(page, "train.loss_chart")
             if data:
                 result.loss_points.append(sum(t["n"] for t in data["traces"]))
+                if result.loss_points[-1] and not result.training_from:
+                    result.training_from = time.perf_counter()
+                    if training is not None:
+                        training.set()
             if deadline and time.perf_counter() > deadline:
                 deadline = None
                 try:
@@ -270,6 +283,7 @@ async def train_as_user(
                 except PlaywrightTimeoutError:  # it finished first: Stop is disabled
                     pass
             await asyncio.sleep(0.5)
+        result.training_until = time.perf_counter()
         await wait_results(page, timeout=120)
         result.start_to_results_s = time.perf_counter() - started
         result.url = page.url

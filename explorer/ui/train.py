@@ -40,8 +40,8 @@ import streamlit as st
 import ops
 from explorer import loaded, preset_figures, presets, tasks, train
 from explorer import state as url_state
-from explorer.train_figures import layer_norm_figure, loss_figure, prediction_figure, run_colour
-from explorer.ui.widgets import literal
+from explorer.train_figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
+from explorer.ui.widgets import ReadyFigure, literal
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -399,8 +399,8 @@ def _training_view() -> None:
         badges.append(f"<span style='color:{colour}'>■</span> {result.run.label} {STATUS_BADGES.get(status, status)}")
     st.markdown(" &nbsp; ".join(badges), unsafe_allow_html=True)
     log_y = st.session_state.get("train.log_y", False)
-    st.plotly_chart(
-        loss_figure([r.history for r in results], [r.run.label for r in results], log_y=log_y),
+    st.plotly_chart(  # a ReadyFigure: redrawn every tick, so no plotly validation on the server thread
+        ReadyFigure(loss_figure_spec([r.history for r in results], [r.run.label for r in results], log_y=log_y)),
         key="train.loss_chart",
     )
     _gradient_flow_view(results, epoch)
@@ -461,7 +461,8 @@ def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
         )
         st.markdown(f"**First / last hidden layer**, {RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
     st.plotly_chart(
-        layer_norm_figure([r.history for r in results], [r.run.label for r in results]), key="train.layer_chart"
+        ReadyFigure(layer_norm_figure_spec([r.history for r in results], [r.run.label for r in results])),
+        key="train.layer_chart",
     )
     st.caption(
         "One panel per run; each line is one epoch (the legend gives the colour of each), solid at initialisation. "

@@ -96,7 +96,11 @@ class ReadyFigure(BaseFigure):
     """
 
     def __init__(self, spec: dict) -> None:  # noqa: D107  (no BaseFigure.__init__: no object tree)
-        encoded = _encoded({"data": spec["data"], "layout": spec["layout"]})
+        layout = spec["layout"]
+        # the template is JSON already (figures.template_json): walking its ~800 nodes cost a millisecond
+        template = {"template": layout["template"]} if "template" in layout else {}
+        encoded = _encoded({"data": spec["data"], "layout": {k: v for k, v in layout.items() if k != "template"}})
+        encoded["layout"] = {**template, **encoded["layout"]}
         object.__setattr__(self, "_spec", spec)  # BaseFigure.__setattr__ takes only plotly properties
         object.__setattr__(self, "_encoded", encoded)
 
