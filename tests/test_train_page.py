@@ -187,3 +187,30 @@ def test_unknown_url_preset_gives_a_notice_and_keeps_everything():
     app.selectbox(key="train.preset").set_value("yin2019").run()  # the next valid choice works
     assert not app.exception and app.query_params["preset"] == "yin2019"
     assert not any("Unknown preset" in w.value for w in app.warning)
+
+
+def live_figure_app():
+    import streamlit as st
+
+    from explorer.ui import train as train_page
+
+    builds = st.session_state.setdefault("builds", [])
+
+    def build() -> dict:
+        builds.append(len(builds))
+        return {"data": [{"type": "scatter", "x": [0.0, float(len(builds))], "y": [1.0, 2.0]}], "layout": {}}
+
+    first = train_page._live_figure("probe", ("session A", 10), 60.0, build)
+    same = train_page._live_figure("probe", ("session A", 10), 60.0, build)  # same inputs, young: reused
+    moved = train_page._live_figure("probe", ("session A", 20), 60.0, build)  # new inputs: rebuilt
+    fresh = train_page._live_figure("probe", ("session A", 20), 0.0, build)  # max_age 0: always rebuilt
+    st.session_state["outcome"] = (first is same, same is moved, moved is fresh, len(builds))
+
+
+def test_live_charts_are_reused_only_for_the_same_inputs_within_their_age():
+    """While training, a chart made from the same inputs is sent again (the same spec: the browser keeps
+    its drawing) until it is too old; anything else gets a new figure."""
+    app = AppTest.from_function(live_figure_app, default_timeout=TIMEOUT).run()
+    assert not app.exception
+    assert app.session_state["outcome"] == (True, False, False, 3)
+

@@ -183,13 +183,25 @@ async def nudge_first_slider(page, key: str = "ArrowRight") -> float:
     return time.perf_counter() - start
 
 
-async def start_training(page, epochs: int) -> list[list[str]]:
+async def start_training(page, epochs: int, full_batch: bool = True, points: int | None = None) -> list[list[str]]:
     """From the Explore page of op X, go to Train (whose default runs are X custom and X true), Start.
+    ``full_batch=False`` switches "Full batch" off first (mini-batches of the default size); ``points``
+    sets the data set's size.
 
     Returns the runs table as it was when Start was pressed."""
     await page.get_by_test_id("stSidebarNav").get_by_role("link", name="Train").click()
     await page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).wait_for(timeout=60_000)
     await settle(page)
+    if not full_batch:
+        switch = page.get_by_test_id("stSidebar").get_by_test_id("stCheckbox").filter(has_text="Full batch")
+        if await switch.locator("input").is_checked():
+            await switch.locator("label").click()
+            await settle(page)
+    if points is not None:
+        points_input = page.get_by_test_id("stSidebar").get_by_role("spinbutton", name="Points", exact=True)
+        await points_input.fill(str(points))
+        await points_input.press("Enter")
+        await settle(page)
     epochs_input = page.get_by_test_id("stSidebar").get_by_role("spinbutton", name="Epochs", exact=True)
     await epochs_input.fill(str(epochs))
     await epochs_input.press("Enter")
@@ -242,10 +254,14 @@ async def train_as_user(
     screenshot: Path | None = None,
     params: dict[str, float] | None = None,
     training: asyncio.Event | None = None,
+    full_batch: bool = True,
+    stop: asyncio.Event | None = None,
+    points: int | None = None,
 ) -> UserRun:
     """One user: explore ``op`` with ``params``, then train it; stop after ``stop_after`` s (None:
-    until the target epoch); wait for the results table. ``training`` is set once the loss chart
-    shows points (the models are built and traced: the user is training)."""
+    until the target epoch) or once ``stop`` is set, whichever is first; wait for the results table.
+    ``training`` is set once the loss chart shows points (the models are built and traced: the user
+    is training)."""
     context = await browser.new_context(viewport=VIEWPORT)
     page = await context.new_page()
     result = UserRun(op, dict(params or {}))
@@ -255,9 +271,10 @@ async def train_as_user(
         result.explore_title = await page.locator("h1").first.inner_text()
         result.explore_query = parse_qs(urlsplit(page.url).query)
         result.exceptions += await page.get_by_test_id("stException").count()
-        result.runs_table = await start_training(page, epochs)
+        result.runs_table = await start_training(page, epochs, full_batch, points)
         started = time.perf_counter()
         deadline = start + stop_after if stop_after else None
+        stopped = False
         give_up = started + (stop_after or 0.0) + RESULTS_TIMEOUT_SECONDS
         while not await page.get_by_role("heading", name="Results").count():
             if time.perf_counter() > give_up:
@@ -272,8 +289,8 @@ async def train_as_user(
                     result.training_from = time.perf_counter()
                     if training is not None:
                         training.set()
-            if deadline and time.perf_counter() > deadline:
-                deadline = None
+            if (deadline and time.perf_counter() > deadline) or (stop is not None and stop.is_set() and not stopped):
+                deadline, stopped = None, True
                 try:
                     await (
                         page.get_by_test_id("stMain")

@@ -31,6 +31,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,8 +59,13 @@ MONTE_CARLO_KEY = "train.yin_monte_carlo"
 YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
 RUNS_FROM_PRESET_KEY = "train.runs_from_preset"  # the next render keeps the runs a preset just set
 DEFAULT_SETUP = presets.TrainSetup()
-TICK_SECONDS = 0.5
-TRAIN_SECONDS_PER_TICK = 0.25  # shared by everyone training at once: the server stays responsive
+TICK_SECONDS = 1.0
+TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server stays responsive
+# While training, the charts change less often than the progress bar. Streamlit draws a chart whose
+# spec changed afresh (its element id hashes the spec), ~50 ms of the browser's CPU per chart; five
+# users training on the server's machine (the benchmark) left a slider move waiting for the CPU.
+LIVE_LOSS_SECONDS = 1.9  # the loss chart is redrawn at most this often (every other tick)
+LIVE_LAYER_STEPS = 20  # the gradient-flow chart moves on every 1/20 of the target epochs
 MAX_RUNS = 6
 OPTIMIZER_LABELS = {"adam": "Adam", "sgd": "SGD", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
 STATUS_BADGES = {
@@ -376,6 +382,20 @@ def _results_table(results: list[train.RunResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _live_figure(name: str, inputs: tuple, max_age: float, build: Callable[[], dict]) -> ReadyFigure:
+    """The figure ``build`` makes, or the one this browser session showed last under ``name`` if it was
+    made from the same ``inputs`` (compared with ==; a training session by identity) less than
+    ``max_age`` seconds ago: the same spec, so the browser keeps the chart it drew."""
+    key = f"train.live.{name}"
+    now = time.monotonic()
+    shown = st.session_state.get(key)
+    if shown is not None and shown[0] == inputs and now - shown[1] < max_age:
+        return shown[2]
+    figure = ReadyFigure(build())
+    st.session_state[key] = (inputs, now, figure)
+    return figure
+
+
 def _training_view() -> None:
     """Progress, status, live loss chart and, once training is over, the results.
 
@@ -399,11 +419,13 @@ def _training_view() -> None:
         badges.append(f"<span style='color:{colour}'>■</span> {result.run.label} {STATUS_BADGES.get(status, status)}")
     st.markdown(" &nbsp; ".join(badges), unsafe_allow_html=True)
     log_y = st.session_state.get("train.log_y", False)
-    st.plotly_chart(  # a ReadyFigure: redrawn every tick, so no plotly validation on the server thread
-        ReadyFigure(loss_figure_spec([r.history for r in results], [r.run.label for r in results], log_y=log_y)),
-        key="train.loss_chart",
-    )
-    _gradient_flow_view(results, epoch)
+    labels = tuple(r.run.label for r in results)
+    loss_chart = _live_figure(  # plain specs (no plotly validation): they are made on every tick
+        "loss", (session, log_y, labels), LIVE_LOSS_SECONDS if running else 0.0,
+        lambda: loss_figure_spec([r.history for r in results], list(labels), log_y=log_y),
+    )  # fmt: skip
+    st.plotly_chart(loss_chart, key="train.loss_chart")
+    _gradient_flow_view(session, results, epoch, live_step=max(1, target // LIVE_LAYER_STEPS) if running else None)
     if was_running and not running:
         st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
     if not running and epoch > 0:
@@ -446,9 +468,12 @@ def _depth_sentence(table: pd.DataFrame) -> str:
     )
 
 
-def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
+def _gradient_flow_view(
+    session: train.Session, results: list[train.RunResult], epoch: int, live_step: int | None = None
+) -> None:
     """Kernel gradient norm of every layer, per run, at initialisation and over training; for deep nets
-    the measured first/last ratio (live: the depth preset's box states it once training is over)."""
+    the measured first/last ratio (live: the depth preset's box states it once training is over).
+    ``live_step``: while training, the chart shows epochs up to the last multiple of it."""
     if epoch == 0:
         return
     st.subheader("Gradient flow through depth")
@@ -460,10 +485,13 @@ def _gradient_flow_view(results: list[train.RunResult], epoch: int) -> None:
             for row in table.to_dict("records")
         )
         st.markdown(f"**First / last hidden layer**, {RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
-    st.plotly_chart(
-        ReadyFigure(layer_norm_figure_spec([r.history for r in results], [r.run.label for r in results])),
-        key="train.layer_chart",
-    )
+    labels = tuple(r.run.label for r in results)
+    shown_epoch = epoch if live_step is None else max(1, epoch - epoch % live_step)
+    layer_chart = _live_figure(
+        "layers", (session, shown_epoch, labels), math.inf if live_step else 0.0,
+        lambda: layer_norm_figure_spec([r.history for r in results], list(labels), epoch=shown_epoch),
+    )  # fmt: skip
+    st.plotly_chart(layer_chart, key="train.layer_chart")
     st.caption(
         "One panel per run; each line is one epoch (the legend gives the colour of each), solid at initialisation. "
         "A layer with exactly zero gradient cannot sit on the log scale: its point is left out (hover names it)."
