@@ -250,6 +250,14 @@ def _to_numpy(tensor: tf.Tensor, storage: np.dtype) -> np.ndarray:
     return values.astype(storage, copy=False)
 
 
+@functools.lru_cache(maxsize=256)
+def _scalar(value_hex: str, dtype: str) -> tf.Tensor:
+    """A scalar tensor, made once per value: the special points call the same sweep's function ~9 times
+    with the same parameters. Keyed by ``float.hex`` so that -0.0 and 0.0 (equal as floats) and NaN
+    (unequal to itself) each have one entry. Eager tensors are immutable: safe to share."""
+    return tf.constant(float.fromhex(value_hex), tf.as_dtype(dtype))
+
+
 def evaluate(
     op: str | ops.OpSpec,
     x: np.ndarray,
@@ -264,10 +272,10 @@ def evaluate(
     spec = ops.get(op)
     fn = evaluator(spec, dtype)
     x_values = np.asarray(x).astype(numpy_dtype(dtype), copy=False)
-    param_values = [tf.constant(float(params[name]), tf.float64) for name in spec.param_names]
+    param_values = [_scalar(float(params[name]).hex(), "float64") for name in spec.param_names]
     forward, true_grad, custom_grad, missing = fn(
         tf.constant(x_values) if x_tensor is None else x_tensor,
-        tf.constant(upstream, tf.as_dtype(dtype)),
+        _scalar(float(upstream).hex(), dtype),
         *param_values,
     )
     missing = bool(missing.numpy())
