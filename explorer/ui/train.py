@@ -1,8 +1,9 @@
 """Train page: one tiny Keras model per run, same data, same initial weights, same batches.
 
-Training runs inside an ``st.fragment`` that re-executes every half second while a session is
-training: each tick trains every run for a short chunk of epochs and redraws the live loss
-chart, so the rest of the page stays usable. The training session lives in this user's
+Training runs inside an ``st.fragment`` that re-executes every second while a session is
+training: each tick trains every run for a short chunk of epochs and updates the progress; the
+live charts follow at their own pace (:data:`LIVE_LOSS_SECONDS`, :data:`LIVE_LAYER_STEPS`), so the
+rest of the page, and other users' pages, stay usable. The training session lives in this user's
 ``st.session_state`` only.
 
 Two rules keep the page right under load (several users, slow reruns):
