@@ -198,9 +198,12 @@ def _panel_grid(rows: int, per_row: int, titles: tuple[str, ...]) -> tuple[str, 
         horizontal_spacing=0.04, vertical_spacing=0.18 if rows > 1 else 0.1,
     )  # fmt: skip
     refs = tuple(
-        (ref[0].trace_kwargs["xaxis"], ref[0].trace_kwargs["yaxis"]) for row in fig._grid_ref for ref in row
+        (panel.xaxis.plotly_name.replace("axis", ""), panel.yaxis.plotly_name.replace("axis", ""))
+        for panel in (fig.get_subplot(row + 1, col + 1) for row in range(rows) for col in range(per_row))
     )
-    return json.dumps(fig.layout.to_plotly_json()), refs
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)  # the caller sets ours
+    return json.dumps(layout), refs
 
 
 def layer_norm_figure_spec(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> dict:
@@ -268,7 +271,7 @@ def layer_norm_figure_spec(histories: Sequence[pd.DataFrame], labels: Sequence[s
         legend={"orientation": "h", "y": -0.12 if rows > 1 else -0.25, "title": {"text": "colour = epoch "}},
         uirevision="layers",
     )
-    first_column_y = {refs[row * per_row][1] for row in range(rows) if row * per_row < len(refs)}
+    first_column_y = {refs[row * per_row][1] for row in range(rows)}
     for name, axis in layout.items():
         if name.startswith("xaxis"):
             axis.update(type="category", title={"text": "layer (1 = first hidden)"})

@@ -4,7 +4,8 @@
 
 Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
 one browser context per user, and has every user open the Explore page with a different op, go
-to the Train page and train that op (custom and true gradient, mini-batches of 4,096 points) until the loaded slider
+to the Train page and train that op (custom and true gradient, a 4,096-point data set in mini-batches
+of 64) until the loaded slider
 moves are done (at most ``--seconds`` after opening the app). Meanwhile one
 more context moves a slider on the Explore page again and again. Reported:
 
@@ -62,6 +63,8 @@ LATENCY_TARGET_SECONDS = 0.4  # the same with the users training
 MEMORY_SAMPLE_SECONDS = 0.2
 TRAINING_START_TIMEOUT_S = 180.0
 TRAINING_POINTS = 4096
+PACE_SECONDS = 0.5  # between two slider moves
+MIN_TRAIN_SECONDS = 60.0
 
 
 # -- memory from /proc -------------------------------------------------------------------------------
@@ -189,10 +192,10 @@ async def _slider_latencies(browser, url: str, floor_url: str, op: str, moves: i
         result = Latencies([], [])
         for _ in range(moves):
             result.floor.append(await nudge_first_slider(floor_page))
-            await asyncio.sleep(0.5)  # a user's pace, and time for the trainers to get CPU
+            await asyncio.sleep(PACE_SECONDS)  # a user's pace, and time for the trainers to get CPU
             result.app.append(await nudge_first_slider(app_page))
             result.ended.append(time.perf_counter())
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(PACE_SECONDS)
         return result
     finally:
         for context in contexts:
@@ -226,17 +229,24 @@ async def _bench(
             shots.mkdir(parents=True, exist_ok=True)
             started, stop = [asyncio.Event() for _ in op_keys], asyncio.Event()
             trainers = asyncio.gather(*(
-                # mini-batches of 4,096 points (2,000 epochs take many minutes): everyone trains until the
+                # 4,096 points in mini-batches (2,000 epochs take many minutes): everyone trains until the
                 # loaded moves are done; the page's per-tick budget keeps the server's load the same
                 train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png", training=event,
                               full_batch=False, stop=stop, points=TRAINING_POINTS)
                 for op, event in zip(op_keys, started, strict=True)
             ))  # fmt: skip
-            try:  # measure while every user trains: their models are built and traced by then
-                await asyncio.wait_for(asyncio.gather(*(event.wait() for event in started)), TRAINING_START_TIMEOUT_S)
-            except TimeoutError:
+            # measure while every user trains (their models are built and traced by then); a user who
+            # fails or finishes first ends the wait with its own exception or result
+            all_started = asyncio.ensure_future(asyncio.gather(*(event.wait() for event in started)))
+            await asyncio.wait({all_started, trainers}, timeout=TRAINING_START_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            if not all_started.done():
+                all_started.cancel()
+                if trainers.done():
+                    await trainers  # raises a user's exception
+                    raise RuntimeError("every user finished before all of them were training")
+                stop.set()
                 trainers.cancel()
-                raise RuntimeError(f"not every user was training {TRAINING_START_TIMEOUT_S:g} s after opening the app") from None
+                raise RuntimeError(f"not every user was training {TRAINING_START_TIMEOUT_S:g} s after opening the app")
             try:
                 loaded = await _slider_latencies(browser, url, floor_url, loaded_op, moves)
             finally:
@@ -269,7 +279,7 @@ def run_benchmark(sessions: int = 5, seconds: float = 300.0, moves: int = 12) ->
         idle, loaded_all, users = asyncio.run(_bench(server.url, floor.url, op_keys, seconds, moves))
     loaded = loaded_all.before(min(user.training_until for user in users))
     if not loaded.app:
-        first_move = loaded_all.ended[0] - loaded_all.app[0] - loaded_all.floor[0]
+        first_move = loaded_all.ended[0] - loaded_all.app[0] - PACE_SECONDS - loaded_all.floor[0]
         spans = ", ".join(
             f"{u.op} {u.training_from - first_move:+.1f} to {u.training_until - first_move:+.1f} s" for u in users
         )
@@ -329,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     args = parser.parse_args(argv)
+    if args.seconds < MIN_TRAIN_SECONDS:
+        raise ValueError(f"--seconds must be >= {MIN_TRAIN_SECONDS:g} (users start, then the loaded moves run), got {args.seconds:g}")
     if not 1 <= args.sessions <= 20:
         raise ValueError(f"--sessions must be in [1, 20], got {args.sessions}")
     if not 1 <= args.slider_moves <= 100:

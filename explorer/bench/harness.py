@@ -242,7 +242,7 @@ class UserRun:
     seconds: float = 0.0  # the whole visit: explore, go to Train, train, results
     start_to_results_s: float = 0.0  # from the Start click to the Results heading on screen
     training_from: float = 0.0  # time.perf_counter() when the loss chart first showed points
-    training_until: float = 0.0  # time.perf_counter() when the Results heading was seen
+    training_until: float = 0.0  # time.perf_counter() at the Stop click, else when the Results heading was seen
 
 
 async def train_as_user(
@@ -291,6 +291,7 @@ async def train_as_user(
                         training.set()
             if (deadline and time.perf_counter() > deadline) or (stop is not None and stop.is_set() and not stopped):
                 deadline, stopped = None, True
+                result.training_until = time.perf_counter()  # training ends with this click, not with the results
                 try:
                     await (
                         page.get_by_test_id("stMain")
@@ -300,7 +301,7 @@ async def train_as_user(
                 except PlaywrightTimeoutError:  # it finished first: Stop is disabled
                     pass
             await asyncio.sleep(0.5)
-        result.training_until = time.perf_counter()
+        result.training_until = result.training_until or time.perf_counter()
         await wait_results(page, timeout=120)
         result.start_to_results_s = time.perf_counter() - started
         result.url = page.url

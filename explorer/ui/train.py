@@ -12,7 +12,8 @@ Two rules keep the page right under load (several users, slow reruns):
   bound into a callback at the previous render: their callbacks only record the request, and the
   page body carries it out after it has read every control.
 * What the training view shows is derived from the session on every run of the fragment, full or
-  partial: progress, chart and, once training is over, the results. When the last tick ends, the
+  partial: progress, charts and, once training is over, the results (while a run trains, a chart
+  may be the one sent a tick earlier: see :func:`_live_figure`; once it stops, they are fresh). When the last tick ends, the
   page still asks for a full rerun (to re-enable the buttons and stop the timer), but the results
   no longer depend on that rerun reaching the browser: a timer tick that lands after it draws
   them too.
@@ -67,6 +68,7 @@ TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server 
 # users training on the server's machine (the benchmark) left a slider move waiting for the CPU.
 LIVE_LOSS_SECONDS = 1.9  # the loss chart is redrawn at most this often (every other tick)
 LIVE_LAYER_STEPS = 20  # the gradient-flow chart moves on every 1/20 of the target epochs
+LIVE_FIGURES = ("loss", "layers")  # the names _live_figure keeps them under
 MAX_RUNS = 6
 OPTIMIZER_LABELS = {"adam": "Adam", "sgd": "SGD", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
 STATUS_BADGES = {
@@ -325,6 +327,8 @@ def _on_stop() -> None:
 def _on_reset() -> None:
     st.session_state[RUNNING_KEY] = False
     st.session_state[SESSION_KEY] = None
+    for name in LIVE_FIGURES:  # they hold the discarded session (its models and data set)
+        st.session_state.pop(f"train.live.{name}", None)
     st.session_state[CONFIG_KEY] = None
     st.session_state[ERROR_KEY] = None
 
@@ -401,7 +405,8 @@ def _training_view() -> None:
     """Progress, status, live loss chart and, once training is over, the results.
 
     Runs as a fragment; everything is derived from the session, so any run of it (a timer tick,
-    or the full rerun asked for when training ends) shows the same thing for the same state.
+    or the full rerun asked for when training ends) shows the same thing for the same state, except
+    that while a run trains its charts may be those of an earlier tick (:func:`_live_figure`).
     """
     session: train.Session | None = st.session_state.get(SESSION_KEY)
     if session is None:
