@@ -564,6 +564,20 @@ class TrainSetup:
     seed: int = 0
     runs: tuple[train.Run, ...] = ()
 
+    def new_session(self) -> train.Session:
+        """An untrained session of these controls: the data set and every run (``epochs`` is the caller's)."""
+        dataset = tasks.make(self.task, n=self.n, noise=self.noise, seed=self.seed)
+        return train.Session(
+            dataset,
+            list(self.runs),
+            width=self.width,
+            depth=self.depth,
+            optimizer=self.optimizer,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            seed=self.seed,
+        )
+
 
 @dataclass(frozen=True)
 class Preset:

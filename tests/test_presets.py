@@ -316,3 +316,18 @@ def test_a_diverging_yin_run_stops_at_its_last_finite_state(lr):
 def test_yin_at_the_papers_rate_does_not_diverge():
     summary = presets.yin2019_summary({"relu": presets.yin2019("relu", steps=50)}, steps=50).iloc[0]
     assert not summary["diverged"] and summary["steps"] == 50
+
+
+def test_a_setup_s_new_session_has_every_control_and_the_data_set_tasks_make_gives():
+    setup = presets.TrainSetup(
+        task="moons", n=128, noise=0.2, width=8, depth=3, optimizer="sgd", learning_rate=0.05, batch_size=32,
+        seed=7, runs=(train.Run("atan"), train.Run(None)),
+    )  # fmt: skip
+    session = setup.new_session()
+    assert (session.width, session.depth, session.optimizer, session.learning_rate, session.batch_size, session.seed) == (
+        8, 3, "sgd", 0.05, 32, 7,
+    )  # fmt: skip
+    assert [run.label for run in session.runs] == [run.label for run in setup.runs] and session.epoch == 0
+    reference = tasks.make("moons", n=128, noise=0.2, seed=7)
+    np.testing.assert_array_equal(session.dataset.x, reference.x)
+    np.testing.assert_array_equal(session.dataset.y, reference.y)

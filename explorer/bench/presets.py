@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from explorer import presets, tasks, train
+from explorer import presets, train
 
 
 def _yin() -> object:
@@ -42,19 +42,7 @@ def _shape_scale() -> object:
 
 
 def _depth_first_epoch() -> object:
-    setup = presets.get("depth").setup
-    data = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
-    session = train.Session(
-        data,
-        list(setup.runs),
-        width=setup.width,
-        depth=setup.depth,
-        optimizer=setup.optimizer,
-        learning_rate=setup.learning_rate,
-        batch_size=setup.batch_size,
-        seed=setup.seed,
-    )
-    return presets.gradient_flow_table(session.step(1))
+    return presets.gradient_flow_table(presets.get("depth").setup.new_session().step(1))
 
 
 FIRST_RESULT: dict[str, Callable[[], object]] = {

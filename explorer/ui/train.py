@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -265,17 +265,7 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
 
 
 def _new_session(config: TrainConfig) -> train.Session:
-    dataset = tasks.make(config.task, n=config.n, noise=config.noise, seed=config.seed)
-    return train.Session(
-        dataset,
-        list(config.runs),
-        width=config.width,
-        depth=config.depth,
-        optimizer=config.optimizer,
-        learning_rate=config.learning_rate,
-        batch_size=config.batch_size,
-        seed=config.seed,
-    )
+    return presets.TrainSetup(**{field.name: getattr(config, field.name) for field in fields(config)}).new_session()
 
 
 def _ensure_session(config: TrainConfig) -> train.Session | None:
