@@ -7,7 +7,7 @@ Detection is numerical, from the sweep data, and then confirmed by zooming in on
 
 * a *jump* of the forward, or a *boundary* (jump) of the custom gradient: an interval whose change
   is several times what the slopes two and three intervals away explain. The interval is then
-  re-sampled (64 sub-intervals, repeatedly): a real jump keeps at least half of its change in a
+  re-sampled (1,024 sub-intervals, repeatedly): a real jump keeps at least half of its change in a
   single sub-interval at every zoom level, a steep smooth curve spreads it out. The location ends
   between two adjacent floats (or within 1e-9 grid steps);
 * a *kink* of the forward or of the custom gradient: a node whose change of slope is several times
@@ -67,7 +67,7 @@ COLUMNS = (
 MATCH_STEPS = 1.5  # a detected point matches a declared one this many grid steps away
 JUMP_SHARE = 0.5  # a confirmed jump keeps this share of its change in one sub-interval
 MAX_CANDIDATES = 2000
-JUMP_SUBDIVISIONS = 64
+JUMP_SUBDIVISIONS = 1024
 JUMP_ROUNDS = 10
 KINK_SUBDIVISIONS = 128  # over a window of 4 grid steps: 32x finer
 EDGE_STEPS = 6  # detection also looks this many grid steps beyond lo and hi
@@ -148,11 +148,15 @@ def _pick(values: dict, columns: np.ndarray, shape: tuple[int, ...]) -> np.ndarr
 
 
 def _confirm_jumps(
-    zoom: _Zoom, columns: np.ndarray, left: np.ndarray, right: np.ndarray, grid_step: float
+    zoom: _Zoom, columns: np.ndarray, left: np.ndarray, right: np.ndarray, grid_step: float,
+    value_left: np.ndarray, value_right: np.ndarray,
 ) -> list[tuple[int, float, float, float, float]]:
-    """Zoom into each [left, right] of the curve ``columns[row]`` names; keep real jumps as
-    (row, low, high, value_low, value_high). The rows of every curve share one evaluation per round."""
+    """Zoom into each [left, right] of the curve ``columns[row]`` names (whose values there are
+    ``value_left``, ``value_right``); keep real jumps as (row, low, high, value_low, value_high). The rows
+    of every curve share one evaluation per round; the values at the final ends are those of the round
+    that found them (no evaluation of its own)."""
     low, high = left.astype(np.float64).copy(), right.astype(np.float64).copy()
+    value_low, value_high = value_left.astype(np.float64).copy(), value_right.astype(np.float64).copy()
     active = np.ones(low.size, dtype=bool)
     confirmed = np.ones(low.size, dtype=bool)
     fractions = np.linspace(0.0, 1.0, JUMP_SUBDIVISIONS + 1)
@@ -176,13 +180,11 @@ def _confirm_jumps(
         keep = rows[real]
         low[keep] = fine[real, best[real]]
         high[keep] = fine[real, best[real] + 1]
+        value_low[keep] = values[real, best[real]]
+        value_high[keep] = values[real, best[real] + 1]
         stuck = keep[low[keep] == high[keep]]
         active[stuck] = False
-    rows = np.flatnonzero(confirmed)
-    if rows.size == 0:
-        return []
-    ends = _pick(zoom.all_values(np.concatenate([low[rows], high[rows]])), np.tile(columns[rows], 2), (2 * rows.size,))
-    return [(int(r), low[r], high[r], ends[k], ends[k + rows.size]) for k, r in enumerate(rows)]
+    return [(int(r), low[r], high[r], value_low[r], value_high[r]) for r in np.flatnonzero(confirmed)]
 
 
 def _confirm_kinks(
@@ -273,7 +275,12 @@ def detect_features(result: Sweep) -> list[Feature]:
             jumps[label] = _strongest(candidates, np.abs(np.diff(v)))
     rows = np.concatenate([jumps[label] for label in labels]).astype(int)
     curve_of_row = np.concatenate([np.full(jumps[label].size, COLUMN_OF[label], dtype=object) for label in labels])
-    confirmed = _confirm_jumps(zoom, curve_of_row, x[rows], x[rows + 1], grid_step)
+    curve_values = np.stack([analysed[COLUMN_OF[label]] for label in labels])
+    curve_index = np.concatenate([np.full(jumps[label].size, k) for k, label in enumerate(labels)]).astype(int)
+    confirmed = _confirm_jumps(
+        zoom, curve_of_row, x[rows], x[rows + 1], grid_step,
+        curve_values[curve_index, rows], curve_values[curve_index, rows + 1],
+    )
     jump_features: dict[str, list[Feature]] = {label: [] for label in labels}
     kinks: dict[str, np.ndarray] = {}
     halves: dict[str, np.ndarray] = {}
@@ -403,15 +410,19 @@ def special_points(result: Sweep) -> pd.DataFrame:
                 "features": ",".join(sorted({f.name for f in group})),
             }
         )
-    table = pd.DataFrame(rows, columns=["x", "kind", "note", "declared", "detected", "status", "found", "features"])
-    columns = {name: table[name] for name in table.columns} | _limits(table["x"].to_numpy(dtype=np.float64), result)
-    order = np.argsort(table["x"].to_numpy(dtype=np.float64), kind="stable")
-    # one DataFrame built from its columns: setting eight columns one by one cost a third of this function
-    return pd.DataFrame({name: _taken(columns[name], order) for name in COLUMNS})
-
-
-def _taken(column, order: np.ndarray):
-    return column.iloc[order].reset_index(drop=True) if isinstance(column, pd.Series) else column[order]
+    at = np.array([row["x"] for row in rows], dtype=np.float64)
+    order = np.argsort(at, kind="stable")
+    limits = _limits(at, result)
+    # one DataFrame built from its columns, in x order (a frame of the rows first, then sorted, cost a
+    # fifth of this function); lists infer the dtypes a frame of the rows would, object when empty
+    return pd.DataFrame(
+        {
+            name: limits[name][order] if name in limits
+            else [rows[k][name] for k in order] if rows
+            else np.zeros(0, dtype=object)
+            for name in COLUMNS
+        }  # fmt: skip
+    )
 
 
 def _limits(at: np.ndarray, result: Sweep) -> dict:

@@ -131,7 +131,7 @@ class Repetitions:
 
     sweep_2k: int = 7
     sweep_1m: int = 7
-    rerun: int = 7
+    rerun: int = 25  # ~40 ms each: enough pairs that the median ratio holds still
     cold_start: int = 5  # each ~10 s; the ratio of two cold starts scatters most of all
     train: int = 3
     train_warm: int = 11
