@@ -138,7 +138,12 @@ def _points_for(result: Sweep, points: pd.DataFrame | None) -> _Points:
 
         points = special_points(result)
     size = len(points)
-    x = pd.to_numeric(points["x"], errors="coerce").astype(np.float64).to_numpy() if "x" in points else np.zeros(0)
+    if "x" not in points:
+        x = np.zeros(0)
+    elif points["x"].dtype == np.float64:  # special_points' own table: no conversion needed
+        x = points["x"].to_numpy()
+    else:
+        x = pd.to_numeric(points["x"], errors="coerce").astype(np.float64).to_numpy()
 
     def text(column: str, default: str) -> list[str]:
         return points[column].astype(str).tolist() if column in points else [default] * size
@@ -188,6 +193,14 @@ def _breaks_between_rows(point, column: str) -> bool:
     return DECLARED_SERIES.get(point.kind) == column
 
 
+def _special_rows(point: pd.Series) -> np.ndarray:
+    """Rows of a sweep's ``point`` column that are special points (not ""); a sweep's categorical column
+    is read by its codes, without making an array of 2,001 Python strings per curve."""
+    if isinstance(point.dtype, pd.CategoricalDtype) and "" in point.cat.categories:
+        return point.cat.codes.to_numpy() != point.cat.categories.get_loc("")
+    return point.to_numpy() != ""
+
+
 def _curve(full: Sweep, shown: Sweep, column: str, points: _Points, drawn: _Points) -> _Curve:
     """Cut ``column`` at its discontinuities (from the points table, on the full sweep) and draw it on the
     decimated rows. Breaks are made at every point of ``points``; marks only at the points of ``drawn``.
@@ -199,7 +212,7 @@ def _curve(full: Sweep, shown: Sweep, column: str, points: _Points, drawn: _Poin
     cut_right: list[float] = []  # a gap goes just before the first shown row with x >= this
     marks: list[_Mark] = []
     drawn_x = set(drawn.x.tolist())
-    special_rows = full["point"].to_numpy() != ""
+    special_rows = _special_rows(full["point"])
     rows = np.clip(np.searchsorted(x_full, points.x), 0, size - 1)
     for row, point in zip(rows.tolist(), points.rows(), strict=True):
         if row > 0 and abs(x_full[row - 1] - point.x) < abs(x_full[row] - point.x):

@@ -70,6 +70,10 @@ def metrics(result: Sweep, points: pd.DataFrame | None = None) -> pd.DataFrame:
     ``points`` (a :func:`explorer.points.special_points` table) adds its points, undeclared ones
     included, to those excluded from ``max_abs_diff``; by default only the sweep's declared points are.
     """
+    return pd.DataFrame([_metrics_row(result, points)], columns=list(COLUMNS))
+
+
+def _metrics_row(result: Sweep, points: pd.DataFrame | None = None) -> dict:
     df = result.frame
     x = df["x"].to_numpy(dtype=np.float64)
     forward = df["forward"].to_numpy(dtype=np.float64)
@@ -123,17 +127,22 @@ def metrics(result: Sweep, points: pd.DataFrame | None = None) -> pd.DataFrame:
         "dead_fraction": dead_fraction,
         "max_abs_diff": max_abs_diff,
     }
-    return pd.DataFrame([row], columns=list(COLUMNS))
+    return row
 
 
 def metrics_table(sweeps: Sequence[Sweep], labels: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`metrics` of several sweeps, one row each, with a first column ``label`` (default: the op
     keys) that is also the index, so the table reads well with or without its index shown."""
+    records = metrics_records(sweeps, labels)
+    # one frame from the rows (a frame per row, concatenated, then a column inserted cost 4x this)
+    return pd.DataFrame(records, columns=["label", *COLUMNS], index=pd.Index([r["label"] for r in records]))
+
+
+def metrics_records(sweeps: Sequence[Sweep], labels: Sequence[str] | None = None) -> list[dict]:
+    """The rows of :func:`metrics_table` as dicts (``label`` first), without building a frame: what a page
+    turns straight into the Arrow table it sends (:func:`explorer.ui.widgets.arrow_table`)."""
     if labels is not None and len(labels) != len(sweeps):
         raise ValueError(f"labels must have one entry per sweep ({len(sweeps)}), got {len(labels)}")
-    rows = [metrics(df) for df in sweeps]
-    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=list(COLUMNS))
-    names = [str(label) for label in labels] if labels is not None else [str(key) for key in table["op"]]
-    table.insert(0, "label", names)
-    table.index = pd.Index(names)
-    return table
+    rows = [_metrics_row(result) for result in sweeps]
+    names = [str(label) for label in labels] if labels is not None else [str(row["op"]) for row in rows]
+    return [{"label": name, **row} for name, row in zip(names, rows, strict=True)]

@@ -55,6 +55,8 @@ from explorer import detect
 
 COLUMNS = ("x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point")
 POINT_CATEGORIES = ("", *ops.KINDS)
+# made once: a CategoricalDtype checks its categories when made (half of a 2,001-point sweep's frame)
+POINT_DTYPE = pd.CategoricalDtype(list(POINT_CATEGORIES))
 MAX_ABS_X = 1e6
 MIN_N, MAX_N = 11, 1_000_000
 USER_CACHE_SIZE = 32  # compiled functions kept for user ops (built-in ops are always kept)
@@ -250,6 +252,14 @@ def _to_numpy(tensor: tf.Tensor, storage: np.dtype) -> np.ndarray:
     return values.astype(storage, copy=False)
 
 
+# Up to this many points a function call runs its kernels one after the other on the calling thread
+# (TensorFlow's SINGLE_THREADED_EXECUTOR): the same kernels, so the same numbers, without handing
+# each node to the inter-op thread pool, which costs more than the kernels themselves on a few
+# thousand points (special points zoom in with ~4 such calls per sweep). Bigger sweeps keep the
+# default executor, which runs the forward and the gradient nodes side by side.
+SINGLE_THREADED_POINTS = 10_000
+
+
 @functools.lru_cache(maxsize=256)
 def _scalar(value_hex: str, dtype: str) -> tf.Tensor:
     """A scalar tensor, made once per value: the special points call the same sweep's function ~9 times
@@ -273,11 +283,13 @@ def evaluate(
     fn = evaluator(spec, dtype)
     x_values = np.asarray(x).astype(numpy_dtype(dtype), copy=False)
     param_values = [_scalar(float(params[name]).hex(), "float64") for name in spec.param_names]
-    forward, true_grad, custom_grad, missing = fn(
-        tf.constant(x_values) if x_tensor is None else x_tensor,
-        _scalar(float(upstream).hex(), dtype),
-        *param_values,
-    )
+    executor = "SINGLE_THREADED_EXECUTOR" if x_values.size <= SINGLE_THREADED_POINTS else None
+    with tf.experimental.function_executor_type(executor):
+        forward, true_grad, custom_grad, missing = fn(
+            tf.constant(x_values) if x_tensor is None else x_tensor,
+            _scalar(float(upstream).hex(), dtype),
+            *param_values,
+        )
     missing = bool(missing.numpy())
     storage = storage_dtype(dtype)
     return {
@@ -432,7 +444,7 @@ def sweep(
             "x": values["x"].copy(),  # the cached grid is read-only and shared: the frame owns a copy
             **{column: values[column] for column in COLUMNS[1:4]},
             "true_grad_missing": np.full(x.size, values["true_grad_missing"]),
-            "point": pd.Categorical.from_codes(codes.copy(), categories=list(POINT_CATEGORIES)),
+            "point": pd.Categorical.from_codes(codes.copy(), dtype=POINT_DTYPE),
         },
         copy=False,  # the arrays are new and ours: no need for pandas to copy them again
     )

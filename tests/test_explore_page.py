@@ -174,9 +174,11 @@ def test_streamlit_still_has_the_flag_the_app_sets_to_skip_its_direct_execution_
     assert delta_generator._use_warning_has_been_displayed is True
 
 
-def test_page_sends_each_table_exactly_as_st_dataframe_sends_the_pandas_frame(default_app):
-    """The cached tables go to st.dataframe already as Arrow (explorer.ui.widgets.ready_table): the bytes
-    that reach the browser are those st.dataframe makes of the pandas frame itself."""
+def test_page_sends_each_table_as_st_dataframe_sends_the_pandas_frame_without_its_index(default_app):
+    """The cached tables go to st.dataframe already as Arrow (explorer.ui.widgets.arrow_table): the table
+    that reaches the browser has the columns, types and values Streamlit makes of the pandas frame
+    itself; only the index (hidden on the page) and pandas' metadata are left out."""
+    import pyarrow as pa
     from streamlit import dataframe_util
 
     from explorer.measures import metrics_table
@@ -190,8 +192,15 @@ def test_page_sends_each_table_exactly_as_st_dataframe_sends_the_pandas_frame(de
         metrics_table([result], ["ste_sign"]),
         metrics_table(sweeps, ["clip_value = 0.5", "clip_value = 1", "clip_value = 2"]),
     ]
-    sent = [element.proto.arrow_data.data for element in default_app.dataframe]
-    assert sent == [dataframe_util.convert_pandas_df_to_arrow_bytes(frame) for frame in frames]
+    elements = default_app.dataframe
+    assert len(elements) == len(frames)
+    for element, frame in zip(elements, frames, strict=True):
+        sent = pa.ipc.open_stream(element.proto.arrow_data.data).read_all()
+        expected = dataframe_util.convert_pandas_df_to_arrow_table(frame.reset_index(drop=True))
+        assert sent.schema.names == expected.schema.names
+        assert sent.schema.remove_metadata() == expected.schema.remove_metadata()
+        assert sent.to_pylist() == expected.to_pylist()
+        assert sent.num_rows == len(frame) > 0
 
 
 def test_the_app_freezes_the_objects_alive_after_its_imports_once(default_app):

@@ -15,11 +15,11 @@ import streamlit as st
 import ops
 from explorer import figures, loaded
 from explorer import state as url_state
-from explorer.measures import metrics_table
-from explorer.points import display_table, special_points
+from explorer.measures import metrics_records
+from explorer.points import display_columns, special_points
 from explorer.sweeps import Sweep
 from explorer.ui import yours
-from explorer.ui.widgets import ReadyFigure, literal, ready_table, show_formulas
+from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -43,8 +43,7 @@ class View:
 
     result: Sweep
     points: pd.DataFrame
-    shown: pd.DataFrame  # display_table(points)
-    shown_table: object  # ready_table(shown): what st.dataframe sends, converted once
+    shown_table: object  # arrow_table(display_columns(points)): what st.dataframe sends
     undeclared: tuple[tuple[float, str], ...]  # (x, note) of points found but not declared
     not_detected: tuple[tuple[float, str], ...]  # (x, kind) of declared points the sweep does not show
 
@@ -56,12 +55,10 @@ def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: f
     result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
     points = special_points(result)
     status = points["status"].tolist()
-    shown = display_table(points)
     return View(
         result,
         points,
-        shown,
-        ready_table(shown),
+        arrow_table(display_columns(points)),
         tuple((x, note) for x, note, s in zip(points["x"].tolist(), points["note"], status, strict=True) if s == "undeclared"),
         tuple((x, kind) for x, kind, s in zip(points["x"].tolist(), points["kind"], status, strict=True) if s == "not detected"),
     )
@@ -70,7 +67,7 @@ def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: f
 @dataclass(frozen=True)
 class Shown:
     """What the page sends for a view and an overlay setting: the main figure and the metrics table (as
-    st.dataframe sends it, :func:`ready_table`). Holds no sweep: the view cache alone bounds those."""
+    st.dataframe sends it, :func:`arrow_table`). Holds no sweep: the view cache alone bounds those."""
 
     figure: ReadyFigure
     metrics: object
@@ -82,7 +79,7 @@ def cached_shown(key: tuple, overlay: bool) -> Shown:
     Streamlit cache lookup hashes its arguments and inspects the function's signature (~0.3 ms)."""
     view = cached_view(*key)
     figure = ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay))
-    return Shown(figure, ready_table(metrics_table([view.result], [key[0]])))
+    return Shown(figure, _metrics_arrow([view.result], [key[0]]))
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
@@ -91,7 +88,13 @@ def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], 
     views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
     sweeps = [view.result for view in views]
     spec = figures.compare_figure_spec(sweeps, list(labels), [view.points for view in views])
-    return ReadyFigure(spec), ready_table(metrics_table(sweeps, list(labels)))
+    return ReadyFigure(spec), _metrics_arrow(sweeps, list(labels))
+
+
+def _metrics_arrow(sweeps: list[Sweep], labels: list[str]):
+    """:func:`explorer.measures.metrics_table` as the Arrow table st.dataframe sends (its columns, no index)."""
+    records = metrics_records(sweeps, labels)
+    return arrow_table({name: [record[name] for record in records] for name in records[0]})
 
 
 def _key(state: url_state.ExploreState) -> tuple:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 import streamlit as st
 from _plotly_utils.utils import is_skipped_key, to_typed_array_spec  # what Figure.to_dict encodes arrays with
 from plotly.basedatatypes import BaseFigure
@@ -66,19 +67,27 @@ def _encoded(value: Any) -> Any:
     return value
 
 
-def ready_table(frame: pd.DataFrame) -> Any:
-    """``frame`` as the Arrow table ``st.dataframe`` makes of it, for a cached table shown on every rerun.
+def arrow_table(columns: Mapping[str, Sequence[Any] | np.ndarray]) -> pa.Table:
+    """A table for ``st.dataframe(..., hide_index=True)`` made straight from its columns (name: NumPy array
+    or list), for a cached table shown on every rerun.
 
-    ``st.dataframe`` converts a pandas frame to Arrow on every call (``convert_pandas_df_to_arrow_table``,
-    ~1 ms for a small table) and sends an Arrow table as it is: converting once and caching the result
-    sends the same bytes (``tests/test_explore_page.py`` checks that) without the per-rerun conversion.
-    The table is immutable, safe to share from ``st.cache_resource``. If Streamlit's helper moves, the
-    frame itself is returned and shown as before.
+    ``st.dataframe`` converts a pandas frame to Arrow on every call (~1 ms for a small table, and
+    building the frame costs as much again); an Arrow table it sends as it is. This one has the column
+    names, types and values Streamlit makes of a pandas frame of the same columns (strings as
+    ``large_string``, like pandas' ``str`` columns; ``tests/test_explore_page.py`` checks that), without
+    pandas' index metadata, which a hidden index does not use. Immutable: safe to share from
+    ``st.cache_resource``.
     """
-    from streamlit import dataframe_util
+    return pa.table({name: _arrow_column(values) for name, values in columns.items()})
 
-    convert = getattr(dataframe_util, "convert_pandas_df_to_arrow_table", None)
-    return frame if convert is None else convert(frame)
+
+def _arrow_column(values: Sequence[Any] | np.ndarray) -> pa.Array:
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return pa.array(values)
+    values = list(values)
+    if values and all(isinstance(value, str) for value in values):
+        return pa.array(values, type=pa.large_string())
+    return pa.array(values)
 
 
 class ReadyFigure(BaseFigure):
