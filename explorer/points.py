@@ -241,17 +241,8 @@ def _fmt(value: float) -> str:
 
 def detect_features(result: Sweep) -> list[Feature]:
     """Every jump, kink and non-finite onset the data of a sweep shows (confirmed by zooming in)."""
-    return _detect_features(result)[0]
-
-
-def _detect_features(result: Sweep, also: np.ndarray | None = None) -> tuple[list[Feature], dict | None]:
-    """:func:`detect_features`, and the op's values at ``also`` (x in the sweep's dtype) when they could be
-    had with its first evaluation (sweep dtype = zoom dtype: not half precision), else None. Each
-    evaluation costs the same for 12 points as for 30: the special points' one-sided limits of the
-    declared points need no evaluation of their own."""
     df = result.frame
     zoom = _Zoom(result)
-    also_values = None
     grid_step = result.grid_step
     swept = df["x"].to_numpy(dtype=np.float64)
     # a few grid steps beyond both ends, so that a point AT lo or hi has neighbours on both sides
@@ -265,14 +256,10 @@ def _detect_features(result: Sweep, also: np.ndarray | None = None) -> tuple[lis
         # are rounded to a staircase whose rounding noise would hide small kinks
         analysed = zoom.all_values(x)
     else:
-        ends = left.size + right.size
-        extra = zoom.all_values(np.concatenate([left, right] if also is None else [left, right, also]))
-        if also is not None:
-            also_values = {column: extra[column][ends:] for column in ("forward", "true_grad", "custom_grad")}
-            also_values["true_grad_missing"] = extra["true_grad_missing"]
+        extra = zoom.all_values(np.concatenate([left, right]))
         analysed = {
             column: np.concatenate(
-                [extra[column][: left.size], df[column].to_numpy(dtype=np.float64), extra[column][left.size : ends]]
+                [extra[column][: left.size], df[column].to_numpy(dtype=np.float64), extra[column][left.size :]]
             )
             for column in COLUMN_OF.values()
         }
@@ -334,7 +321,7 @@ def _detect_features(result: Sweep, also: np.ndarray | None = None) -> tuple[lis
         values = ", ".join(sorted({str(v) for v in true_grad[start : end + 1][:1000]}))
         extent = "at this x only" if start == end else f"from x = {_fmt(x[start])} to {_fmt(x[end])}"
         found.append(Feature(float(x[row]), "true_nonfinite", f"true gradient is {values} {extent}"))
-    return sorted(found, key=lambda f: f.x), also_values
+    return sorted(found, key=lambda f: f.x)
 
 
 # -- matching and one-sided limits ----------------------------------------------------------------------
@@ -367,11 +354,11 @@ def special_points(result: Sweep) -> pd.DataFrame:
     x = result["x"].to_numpy(dtype=np.float64)
     np_dtype = numpy_dtype(dtype)
     declared = result.declared_points
-    declared_x = np.array([float(np.float64(point.x).astype(np_dtype)) for point in declared], dtype=np.float64)
-    features, declared_values = _detect_features(result, _sided(declared_x, dtype) if declared else None)
+    features = detect_features(result)
     used = [False] * len(features)
     rows = []
-    for point, where in zip(declared, declared_x.tolist(), strict=True):
+    for point in declared:
+        where = float(np.float64(point.x).astype(np_dtype))
         tolerance = _tolerance(x, where, grid_step)
         near = [k for k, f in enumerate(features) if abs(f.x - where) <= tolerance]
         for k in near:
@@ -425,7 +412,10 @@ def special_points(result: Sweep) -> pd.DataFrame:
         )
     at = np.array([row["x"] for row in rows], dtype=np.float64)
     order = np.argsort(at, kind="stable")
-    limits = _limits(at, result, declared_values)  # the declared points come first in ``at``
+    # Not merged into another evaluation: TensorFlow's element-wise kernels can differ in the last bit
+    # with an element's place in the batch (vectorised packets vs scalar tails), and the table's values
+    # stay exactly those of the points' own evaluation.
+    limits = _limits(at, result)
     # one DataFrame built from its columns, in x order (a frame of the rows first, then sorted, cost a
     # fifth of this function); lists infer the dtypes a frame of the rows would, object when empty
     return pd.DataFrame(
@@ -438,35 +428,16 @@ def special_points(result: Sweep) -> pd.DataFrame:
     )
 
 
-def _sided(at: np.ndarray, dtype: str) -> np.ndarray:
-    """``[left, at, right]``: where :func:`_limits` evaluates the op (:func:`_sides`)."""
-    left, right = _sides(at, dtype)
-    return np.concatenate([left, at, right])
-
-
-def _limits(at: np.ndarray, result: Sweep, known: dict | None = None) -> dict:
-    """The one-sided limits and the values AT the points ``at`` (columns in the order of ``at``).
-    ``known``: the op's values at :func:`_sided` of the first points of ``at``, already evaluated."""
+def _limits(at: np.ndarray, result: Sweep) -> dict:
+    """The one-sided limits and the values AT the points ``at`` (columns in the order of ``at``)."""
     count = at.size
     if count == 0:
         return {
             column: np.zeros(0, dtype=bool if column == "true_grad_missing" else np.float64)
             for column in COLUMNS[6:14]
         }
-    done = 0 if known is None else known["forward"].size // 3
-    if done == count:
-        values = known
-    else:
-        values = result.evaluate(_sided(at[done:], result.dtype))
-        if done:  # [left, at, right] of the known points and of the others, interleaved part by part
-            rest = count - done
-            values = {
-                column: np.concatenate(
-                    [part for k in range(3) for part in (known[column][k * done : (k + 1) * done],
-                                                         values[column][k * rest : (k + 1) * rest])]
-                )
-                for column in ("forward", "true_grad", "custom_grad")
-            } | {"true_grad_missing": values["true_grad_missing"] or known["true_grad_missing"]}
+    left, right = _sides(at, result.dtype)
+    values = result.evaluate(np.concatenate([left, at, right]))
     forward, custom, true_grad = values["forward"], values["custom_grad"], values["true_grad"]
     return {
         "forward_left": forward[:count],
