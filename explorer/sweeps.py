@@ -262,7 +262,7 @@ SINGLE_THREADED_POINTS = 10_000
 
 @functools.lru_cache(maxsize=256)
 def _scalar(value_hex: str, dtype: str) -> tf.Tensor:
-    """A scalar tensor, made once per value: the special points call the same sweep's function ~9 times
+    """A scalar tensor, made once per value: the special points call the same sweep's function ~5 times
     with the same parameters. Keyed by ``float.hex`` so that -0.0 and 0.0 (equal as floats) and NaN
     (unequal to itself) each have one entry. Eager tensors are immutable: safe to share."""
     return tf.constant(float.fromhex(value_hex), tf.as_dtype(dtype))

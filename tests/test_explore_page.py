@@ -213,3 +213,29 @@ def test_the_app_freezes_the_objects_alive_after_its_imports_once(default_app):
     before = gc.get_freeze_count()
     runtime.freeze_startup_objects()  # once per process
     assert gc.get_freeze_count() == before
+
+
+def test_arrow_table_types_each_column_as_streamlit_converts_a_pandas_column():
+    """Strings (a list, or a NumPy object array) as large_string like pandas' str columns, NumPy arrays in
+    their own dtype, Python floats and bools as double and bool; values unchanged, NaN included."""
+    import numpy as np
+    import pyarrow as pa
+
+    from explorer.ui.widgets import arrow_table
+
+    table = arrow_table(
+        {
+            "kind": ["jump", "kink"],
+            "status": np.array(["ok", "undeclared"], dtype=object),
+            "at": np.array([0.5, -1.25], dtype=np.float32),
+            "peak": [1.0, float("nan")],
+            "normalised": [True, False],
+        }
+    )
+    assert table.schema.types == [pa.large_string(), pa.large_string(), pa.float32(), pa.float64(), pa.bool_()]
+    rows = table.to_pylist()
+    assert [row["kind"] for row in rows] == ["jump", "kink"]
+    assert [row["status"] for row in rows] == ["ok", "undeclared"]
+    assert [row["at"] for row in rows] == [0.5, -1.25]
+    assert rows[0]["peak"] == 1.0 and np.isnan(rows[1]["peak"])
+    assert [row["normalised"] for row in rows] == [True, False]

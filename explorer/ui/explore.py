@@ -15,6 +15,7 @@ import streamlit as st
 import ops
 from explorer import figures, loaded
 from explorer import state as url_state
+from explorer.measures import COLUMNS as METRIC_COLUMNS
 from explorer.measures import metrics_records
 from explorer.points import display_columns, special_points
 from explorer.sweeps import Sweep
@@ -94,7 +95,7 @@ def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], 
 def _metrics_arrow(sweeps: list[Sweep], labels: list[str]):
     """:func:`explorer.measures.metrics_table` as the Arrow table st.dataframe sends (its columns, no index)."""
     records = metrics_records(sweeps, labels)
-    return arrow_table({name: [record[name] for record in records] for name in records[0]})
+    return arrow_table({name: [record[name] for record in records] for name in ("label", *METRIC_COLUMNS)})
 
 
 def _key(state: url_state.ExploreState) -> tuple:
