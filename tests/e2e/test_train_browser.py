@@ -16,7 +16,7 @@ from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.e2e
 
-EPOCHS = 100
+EPOCHS = 1200  # 76,800 steps: several seconds even once XLA takes over (after 2,000 steps, ~13,000 steps/s here), so the loss chart, redrawn every other tick, updates live more than once
 BATCH_SIZE = 8  # 64 optimisation steps per epoch: training spans several ticks, so the chart updates live
 USERS = 5
 USER_EPOCHS = 20
