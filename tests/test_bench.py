@@ -252,3 +252,19 @@ def test_loaded_op_figure_comes_from_the_interleaved_pairs(monkeypatch):
     assert calls == [bench.QUICK.loaded_pairs] and results["loaded_vs_builtin_rerun"] == 1.7
     assert bench.TARGETS["loaded_vs_builtin_rerun"].met(1.7) is False and bench.TARGETS["loaded_vs_builtin_rerun"].met(1.5)
     assert bench.format_table({**results, "errors": {}}).splitlines()[1].split()[:2] == ["MISS", "loaded_vs_builtin_rerun"]
+
+
+def test_the_cold_start_reads_compiled_bytecode_of_every_project_module():
+    """compile_project_bytecode leaves an up-to-date .pyc beside every module of ops and explorer (what pip
+    writes for an installed wheel), so a fresh process compiles none of them."""
+    import importlib.util
+    from pathlib import Path
+
+    assert bench.compile_project_bytecode()
+    sources = [path for name in bench.PROJECT_PACKAGES for path in (bench.REPO_ROOT / name).rglob("*.py")]
+    assert len(sources) > 30
+    for source in sources:
+        cached = importlib.util.cache_from_source(str(source))
+        header = Path(cached).read_bytes()[:16]  # magic, flags, source mtime, source size
+        assert header[:4] == importlib.util.MAGIC_NUMBER, source
+        assert int.from_bytes(header[8:12], "little") == int(source.stat().st_mtime) & 0xFFFFFFFF, source
