@@ -7,7 +7,7 @@ Detection is numerical, from the sweep data, and then confirmed by zooming in on
 
 * a *jump* of the forward, or a *boundary* (jump) of the custom gradient: an interval whose change
   is several times what the slopes two and three intervals away explain. The interval is then
-  re-sampled (1,024 sub-intervals, repeatedly): a real jump keeps at least half of its change in a
+  re-sampled (64 sub-intervals, repeatedly): a real jump keeps at least half of its change in a
   single sub-interval at every zoom level, a steep smooth curve spreads it out. The location ends
   between two adjacent floats (or within 1e-9 grid steps);
 * a *kink* of the forward or of the custom gradient: a node whose change of slope is several times
@@ -67,7 +67,8 @@ COLUMNS = (
 MATCH_STEPS = 1.5  # a detected point matches a declared one this many grid steps away
 JUMP_SHARE = 0.5  # a confirmed jump keeps this share of its change in one sub-interval
 MAX_CANDIDATES = 2000
-JUMP_SUBDIVISIONS = 1024
+JUMP_SUBDIVISIONS = 64
+LOOKAHEAD_POINTS = 50_000  # an evaluation also covers the next zoom round while it stays this small
 JUMP_ROUNDS = 10
 KINK_SUBDIVISIONS = 128  # over a window of 4 grid steps: 32x finer
 EDGE_STEPS = 6  # detection also looks this many grid steps beyond lo and hi
@@ -87,6 +88,7 @@ FEATURE_KIND = {
 }
 SEVERITY = ("forward_jump", "true_nonfinite", "forward_kink", "custom_jump", "custom_kink")  # the forward first
 COLUMN_OF = {"forward": "forward", "custom": "custom_grad"}
+CURVE_COLUMNS = frozenset(COLUMN_OF.values())  # the curves detection looks at
 
 
 @dataclass(frozen=True)
@@ -152,14 +154,20 @@ def _confirm_jumps(
     value_left: np.ndarray, value_right: np.ndarray,
 ) -> list[tuple[int, float, float, float, float]]:
     """Zoom into each [left, right] of the curve ``columns[row]`` names (whose values there are
-    ``value_left``, ``value_right``); keep real jumps as (row, low, high, value_low, value_high). The rows
-    of every curve share one evaluation per round; the values at the final ends are those of the round
-    that found them (no evaluation of its own)."""
+    ``value_left``, ``value_right``); keep real jumps as (row, low, high, value_low, value_high).
+
+    The rows of every curve share one evaluation per round. While few rows are active, an evaluation
+    also covers the next round (:data:`LOOKAHEAD_POINTS`): the sub-grids of all 64 sub-intervals, one of
+    which the next round re-samples, made by the same arithmetic as that round would, so the rounds and
+    their results are the same with or without it, in about half the calls (each call costs the same for
+    a few dozen points as for thousands). The values at the final ends are those of the round that found
+    them (no evaluation of its own)."""
     low, high = left.astype(np.float64).copy(), right.astype(np.float64).copy()
     value_low, value_high = value_left.astype(np.float64).copy(), value_right.astype(np.float64).copy()
     active = np.ones(low.size, dtype=bool)
     confirmed = np.ones(low.size, dtype=bool)
     fractions = np.linspace(0.0, 1.0, JUMP_SUBDIVISIONS + 1)
+    ahead: dict[int, np.ndarray] = {}  # row -> its values on the grid the next round samples
     for _ in range(JUMP_ROUNDS):
         width_floor = np.maximum(4.0 * zoom.eps * np.maximum(np.abs(low), np.abs(high)), 1e-9 * grid_step)
         active &= (high - low) > width_floor
@@ -167,7 +175,19 @@ def _confirm_jumps(
             break
         rows = np.flatnonzero(active)
         fine = zoom.cast(low[rows, None] + (high[rows] - low[rows])[:, None] * fractions)
-        values = _pick(zoom.all_values(fine.ravel()), columns[rows], fine.shape)
+        look_ahead = False
+        if all(int(row) in ahead for row in rows):
+            values = np.stack([ahead[int(row)] for row in rows])
+        else:
+            look_ahead = fine.size * JUMP_SUBDIVISIONS <= LOOKAHEAD_POINTS
+            if look_ahead:  # every sub-interval's grid, as the next round would make it from (low, high)
+                following = zoom.cast(fine[:, :-1, None] + (fine[:, 1:] - fine[:, :-1])[:, :, None] * fractions)
+                both = zoom.all_values(np.concatenate([fine.ravel(), following.ravel()]))
+                values = _pick({c: v[: fine.size] for c, v in both.items() if c in CURVE_COLUMNS}, columns[rows], fine.shape)
+                later = _pick({c: v[fine.size :] for c, v in both.items() if c in CURVE_COLUMNS}, columns[rows], following.shape)
+            else:
+                values = _pick(zoom.all_values(fine.ravel()), columns[rows], fine.shape)
+        ahead.clear()
         with np.errstate(invalid="ignore"):
             steps = np.abs(np.diff(values, axis=1))
         steps = np.where(np.isfinite(steps), steps, np.inf)
@@ -182,6 +202,8 @@ def _confirm_jumps(
         high[keep] = fine[real, best[real] + 1]
         value_low[keep] = values[real, best[real]]
         value_high[keep] = values[real, best[real] + 1]
+        if look_ahead:
+            ahead.update({int(rows[k]): later[k, best[k]] for k in np.flatnonzero(real)})
         stuck = keep[low[keep] == high[keep]]
         active[stuck] = False
     return [(int(r), low[r], high[r], value_low[r], value_high[r]) for r in np.flatnonzero(confirmed)]

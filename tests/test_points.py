@@ -174,3 +174,25 @@ def test_display_table_is_the_table_selected_renamed_with_none_for_missing_gradi
             for value, missing in zip(table["true_grad"], table["true_grad_missing"], strict=True)
         ]
         pd.testing.assert_frame_equal(display_table(table), expected, check_exact=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_zooming_two_rounds_per_evaluation_gives_the_table_of_one_round_per_evaluation(dtype, monkeypatch):
+    """The look-ahead (one evaluation also covers the next zoom round) changes the number of calls, not the
+    result: every op's table, and that of a staircase with hundreds of jumps (too many rows to look ahead), equal
+    those zoomed one round per call, bit for bit."""
+    import pandas as pd
+
+    from explorer import points
+
+    @tf.custom_gradient
+    def stairs(x):
+        """Quantise to steps of 0.01 (straight-through)."""
+        return tf.floor(x * 100.0) / 100.0, lambda dy: dy
+
+    results = [sweep(key, dtype=dtype) for key in ops.names()] + [sweep(ops.from_function(stairs), n=20001, dtype=dtype)]
+    with_look_ahead = [special_points(result) for result in results]
+    assert len(with_look_ahead[-1]) > 50  # the staircase's jumps are found: too many rows to look ahead
+    monkeypatch.setattr(points, "LOOKAHEAD_POINTS", 0)
+    for result, table in zip(results, with_look_ahead, strict=True):
+        pd.testing.assert_frame_equal(table, special_points(result), check_exact=True)
