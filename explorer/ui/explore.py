@@ -37,6 +37,8 @@ MAX_CACHED_SWEEPS = 32
 # -- cached computation ----------------------------------------------------------------------------
 # st.cache_resource, not st.cache_data: the results are immutable and shared read-only, so no rerun
 # pays for pickling a copy (and a Sweep holds its op, whose TensorFlow functions do not pickle).
+# Each cached function takes its inputs as one tuple: on every lookup Streamlit inspects the function's
+# signature once per argument (~20 us each), so seven arguments cost a lookup 2.6x one.
 @dataclass(frozen=True)
 class View:
     """What the page shows for one set of inputs, computed once: the sweep, its special points, the
@@ -50,8 +52,9 @@ class View:
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_view(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, n: int, dtype: str, upstream: float) -> View:
-    """Sweep and special points for one set of inputs (every input is part of the cache key)."""
+def cached_view(key: tuple) -> View:
+    """Sweep and special points for the inputs ``key`` = (op, params, lo, hi, n, dtype, upstream) of :func:`_key`."""
+    op, params, lo, hi, n, dtype, upstream = key
     # loaded.sweep: a built-in as sweep(); a loaded op guarded (time limit, probe, eager fallback)
     result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
     points = special_points(result)
@@ -75,18 +78,22 @@ class Shown:
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_shown(key: tuple, overlay: bool) -> Shown:
-    """Main figure and metrics of the view of ``key`` (:func:`_key`) in one cache lookup, not two: every
-    Streamlit cache lookup hashes its arguments and inspects the function's signature (~0.3 ms)."""
-    view = cached_view(*key)
+def cached_shown(shown_key: tuple) -> Shown:
+    """Main figure and metrics of the view of ``key`` (:func:`_key`), ``shown_key`` = (key, overlay), in one
+    cache lookup, not two: every Streamlit cache lookup hashes its arguments and inspects the function's
+    signature."""
+    key, overlay = shown_key
+    view = cached_view(key)
     figure = ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay))
     return Shown(figure, _metrics_arrow([view.result], [key[0]]))
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
-def cached_compare(runs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...], labels: tuple[str, ...], lo, hi, n, dtype, upstream):
-    """Compare figure and metrics table (as st.dataframe sends it) for several (op, params) runs over one range."""
-    views = [cached_view(key, params, lo, hi, n, dtype, upstream) for key, params in runs]
+def cached_compare(compare_key: tuple):
+    """Compare figure and metrics table (as st.dataframe sends it) for several (op, params) runs over one range:
+    ``compare_key`` = (runs, labels, (lo, hi, n, dtype, upstream))."""
+    runs, labels, sweep_range = compare_key
+    views = [cached_view((key, params, *sweep_range)) for key, params in runs]
     sweeps = [view.result for view in views]
     spec = figures.compare_figure_spec(sweeps, list(labels), [view.points for view in views])
     return ReadyFigure(spec), _metrics_arrow(sweeps, list(labels))
@@ -322,7 +329,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         return state
     try:
         resolved = tuple((key, tuple(sorted(loaded.get(key).resolve(p).items()))) for key, p in runs)
-        figure, table = cached_compare(resolved, tuple(labels), state.lo, state.hi, state.n, state.dtype, state.upstream)
+        figure, table = cached_compare((resolved, tuple(labels), (state.lo, state.hi, state.n, state.dtype, state.upstream)))
     except ValueError as error:
         st.error(f"Cannot compare: {literal(error)}")
         return state
@@ -347,7 +354,7 @@ def page() -> None:
     state = replace(state, overlay=bool(st.session_state["w.overlay"]))
 
     try:
-        view = cached_view(*_key(state))
+        view = cached_view(_key(state))
     except loaded.UserOpError as error:
         st.error(f"**Your op failed.** {literal(error)}. Other ops and every control still work.", icon="🛑")
         view = None
@@ -356,7 +363,7 @@ def page() -> None:
         view = None
 
     if view is not None:
-        shown = cached_shown(_key(state), state.overlay)
+        shown = cached_shown((_key(state), state.overlay))
         figure = shown.figure
         st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
         yours.graph_notes(spec.key)
