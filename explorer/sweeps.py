@@ -255,7 +255,7 @@ def _to_numpy(tensor: tf.Tensor, storage: np.dtype) -> np.ndarray:
 # Up to this many points a function call runs its kernels one after the other on the calling thread
 # (TensorFlow's SINGLE_THREADED_EXECUTOR): the same kernels, so the same numbers, without handing
 # each node to the inter-op thread pool, which costs more than the kernels themselves on a few
-# thousand points (special points zoom in with ~4 such calls per sweep). Bigger sweeps keep the
+# thousand points (a sweep's special points make ~5 such calls). Bigger sweeps keep the
 # default executor, which runs the forward and the gradient nodes side by side.
 SINGLE_THREADED_POINTS = 10_000
 
