@@ -507,11 +507,5 @@ def display_columns(table: pd.DataFrame) -> dict[str, np.ndarray | list[str]]:
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """The special-points table as a page shows it: readable headers, and "None" where autodiff
     returned no gradient (rather than the 0 the sweep plots)."""
-    true_grad = _true_gradient_text(table)
     # one DataFrame from its columns (selecting, renaming and then replacing a column cost 3x this)
-    return pd.DataFrame(
-        {
-            shown: pd.Series(true_grad, index=table.index) if name == "true_grad" and true_grad else table[name]
-            for name, shown in DISPLAY_COLUMNS.items()
-        }
-    )
+    return pd.DataFrame(display_columns(table), index=table.index)
