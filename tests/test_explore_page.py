@@ -140,9 +140,43 @@ def test_compare_section_overlays_one_curve_per_value(default_app):
     assert {"clip_value = 0.5", "clip_value = 1", "clip_value = 2"} <= set(names)
 
 
-def test_page_sends_the_figure_exactly_as_built(default_app):
-    """The page hands st.plotly_chart a ReadyFigure (arrays encoded once, no validation, no copy): what
-    reaches the browser must be the figure explorer.figures builds, property for property."""
+def _leaves(value, path: str = "") -> dict:
+    """Every leaf of a figure's JSON by its path; numeric arrays (lists or plotly's base64 typed arrays) as
+    float64 arrays with NaN for null."""
+    if isinstance(value, dict) and set(value) >= {"dtype", "bdata"}:
+        return {path: _values({"v": value}, "v")}
+    if isinstance(value, dict):
+        return {leaf: item for key, sub in value.items() for leaf, item in _leaves(sub, f"{path}.{key}").items()}
+    if isinstance(value, list) and value and all(v is None or isinstance(v, (int, float)) for v in value):
+        return {path: _values({"v": value}, "v")}
+    if isinstance(value, list):
+        return {leaf: item for i, sub in enumerate(value) for leaf, item in _leaves(sub, f"{path}[{i}]").items()}
+    return {path: value}
+
+
+def _assert_sent_as_built(sent: dict, built: dict) -> None:
+    """``sent`` (what the page sent) has every property of ``built`` (plotly's JSON of the figure explorer.figures
+    builds) with its value, arrays to the float32 the figure holds; the title is in bold, as Streamlit's theme
+    sets it; the template is gone (its values are in the figure, see the next test) and a data revision is set."""
+    built_layout = {k: v for k, v in built["layout"].items() if k != "template"}
+    built_leaves = _leaves({"data": built["data"], "layout": built_layout})
+    sent_leaves = _leaves(sent)
+    assert "template" not in sent["layout"] and isinstance(sent["layout"]["datarevision"], str)
+    for path, value in built_leaves.items():
+        assert path in sent_leaves, path
+        if path == ".layout.title.text":
+            assert sent_leaves[path] == f"<b>{value}</b>"
+        elif isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(sent_leaves[path].astype(np.float32), value.astype(np.float32), err_msg=path)
+        else:
+            assert sent_leaves[path] == value, path
+
+
+def test_page_sends_the_figures_as_built_with_streamlits_theme_written_in(default_app):
+    """The page hands st.plotly_chart ReadyFigures (prepared once, no validation, no copy, theme=None): what
+    reaches the browser is the figure explorer.figures builds, property for property, plus the values its
+    template and Streamlit's theme give what the figure leaves open (hand-picked from plotly_white and
+    Streamlit 1.67's theme; tests/e2e/test_figure_theme.py checks the whole resolved figure in Chromium)."""
     import plotly.io
 
     from explorer import figures
@@ -151,15 +185,42 @@ def test_page_sends_the_figure_exactly_as_built(default_app):
     from explorer.ui.widgets import ReadyFigure
 
     result = sweep("ste_sign")
-    expected = json.loads(plotly.io.to_json(figures.main_figure(result, special_points(result))))
-    assert _figure(default_app) == expected
+    built = json.loads(plotly.io.to_json(figures.main_figure(result, special_points(result))))
+    sent = _figure(default_app)
+    _assert_sent_as_built(sent, built)
+    assert default_app.get("plotly_chart")[0].proto.theme == ""  # theme=None: the figure carries it
+    layout = sent["layout"]
+    assert layout["xaxis3"]["zerolinecolor"] == "#D0D0D0"  # the figure's own value wins over the theme's
+    assert layout["xaxis3"]["zerolinewidth"] == 2  # plotly_white, which the figure leaves open
+    assert layout["yaxis2"]["gridcolor"] == "#e6eaf1"  # Streamlit's theme over plotly_white's #EBF0F8
+    assert layout["xaxis2"]["showgrid"] is False and layout["paper_bgcolor"] == "#ffffff"
+    assert layout["hoverlabel"]["font"]["family"] == '"Source Sans", sans-serif, "Source Sans", sans-serif'  # theme
+    assert layout["hoverlabel"]["font"]["size"] == 12 and layout["legend"]["font"]["color"] == "#262730"
+    assert all(a["arrowcolor"] == "#2a3f5f" for a in layout["annotations"])  # plotly_white's annotationdefaults
+    assert all(t["fillpattern"] == {"fillmode": "overlay", "size": 10, "solidity": 0.2} for t in sent["data"])
     ready = ReadyFigure(figures.main_figure_spec(result, special_points(result)))
-    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected
-    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == expected  # sending twice changes nothing
+    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == sent
+    assert json.loads(plotly.io.to_json(ready.to_dict(), validate=False)) == sent  # sending twice changes nothing
     sweeps = [sweep("ste_sign", params={"clip_value": c}) for c in (0.5, 1.0, 2.0)]
     labels = ["clip_value = 0.5", "clip_value = 1", "clip_value = 2"]
     compare = figures.compare_figure(sweeps, labels, [special_points(s) for s in sweeps])
-    assert _figure(default_app, 1) == json.loads(plotly.io.to_json(compare))
+    _assert_sent_as_built(_figure(default_app, 1), json.loads(plotly.io.to_json(compare)))
+
+
+def test_a_figure_s_data_revision_changes_exactly_when_its_arrays_do():
+    """layout.datarevision tells plotly.react whether the data changed (the arrays are not compared): the same
+    arrays give the same revision; one changed value, or the same values in another dtype, a new one."""
+    from explorer.ui.widgets import ReadyFigure
+
+    def revision(y: np.ndarray) -> str:
+        line = {"type": "scatter", "mode": "lines", "x": np.arange(float(y.size)), "y": y, "name": "a"}
+        spec = {"data": [line], "layout": {"title": {"text": "t"}, "yaxis": {"range": [0.0, 3.0]}}}
+        return ReadyFigure(spec).to_dict()["layout"]["datarevision"]
+
+    y = np.array([0.0, 1.0, np.nan, 2.0])
+    assert revision(y) == revision(y.copy())
+    assert revision(y) != revision(np.array([0.0, 1.0, 3.0, 2.0]))
+    assert revision(y) != revision(y.astype(np.float32))
 
 
 def test_streamlit_still_has_the_flag_the_app_sets_to_skip_its_direct_execution_check():

@@ -20,7 +20,7 @@ from explorer.measures import metrics_records
 from explorer.points import display_columns, special_points
 from explorer.sweeps import Sweep
 from explorer.ui import yours
-from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_formulas
+from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_figure, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -335,7 +335,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         return state
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
-        st.plotly_chart(figure, key="compare_figure")
+        show_figure(figure, key="compare_figure")
     with col_table:
         st.dataframe(table, hide_index=True)
     return state
@@ -365,7 +365,7 @@ def page() -> None:
     if view is not None:
         shown = cached_shown((_key(state), state.overlay))
         figure = shown.figure
-        st.plotly_chart(figure, key="main_figure", config={"displaylogo": False})
+        show_figure(figure, key="main_figure", config={"displaylogo": False})
         yours.graph_notes(spec.key)
         for x, note in view.undeclared:
             st.warning(f"Undeclared special point at x = {x:.6g}: {note}", icon="⚠️")

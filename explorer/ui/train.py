@@ -44,7 +44,7 @@ import ops
 from explorer import loaded, preset_figures, presets, tasks, train
 from explorer import state as url_state
 from explorer.train_figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
-from explorer.ui.widgets import ReadyFigure, literal
+from explorer.ui.widgets import ReadyFigure, literal, show_figure
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -420,7 +420,7 @@ def _training_view() -> None:
         "loss", (session, log_y, labels), LIVE_LOSS_SECONDS if running else 0.0,
         lambda: loss_figure_spec([r.history for r in results], list(labels), log_y=log_y),
     )  # fmt: skip
-    st.plotly_chart(loss_chart, key="train.loss_chart")
+    show_figure(loss_chart, key="train.loss_chart")
     _gradient_flow_view(session, results, epoch, live_step=max(1, target // LIVE_LAYER_STEPS) if running else None)
     if was_running and not running:
         st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
@@ -487,7 +487,7 @@ def _gradient_flow_view(
         "layers", (session, shown_epoch, labels), math.inf if live_step else 0.0,
         lambda: layer_norm_figure_spec([r.history for r in results], list(labels), epoch=shown_epoch),
     )  # fmt: skip
-    st.plotly_chart(layer_chart, key="train.layer_chart")
+    show_figure(layer_chart, key="train.layer_chart")
     st.caption(
         "One panel per run; each line is one epoch (the legend gives the colour of each), solid at initialisation. "
         "A layer with exactly zero gradient cannot sit on the log scale: its point is left out (hover names it)."
