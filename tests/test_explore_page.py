@@ -208,19 +208,24 @@ def test_page_sends_the_figures_as_built_with_streamlits_theme_written_in(defaul
 
 
 def test_a_figure_s_data_revision_changes_exactly_when_its_arrays_do():
-    """layout.datarevision tells plotly.react whether the data changed (the arrays are not compared): the same
-    arrays give the same revision; one changed value, or the same values in another dtype, a new one."""
+    """layout.datarevision tells plotly.react whether the data changed (arrays and array-valued attributes are
+    not compared): the same arrays and lists give the same revision; one changed value, the same values in
+    another dtype, or a changed text list or object array, a new one. The layout does not count (plotly
+    compares it)."""
     from explorer.ui.widgets import ReadyFigure
 
-    def revision(y: np.ndarray) -> str:
+    def revision(y: np.ndarray, text: list | None = None, custom=None, y_range=(0.0, 3.0)) -> str:
         line = {"type": "scatter", "mode": "lines", "x": np.arange(float(y.size)), "y": y, "name": "a"}
-        spec = {"data": [line], "layout": {"title": {"text": "t"}, "yaxis": {"range": [0.0, 3.0]}}}
+        line |= {"text": text or ["p", "q", "r", "s"], "customdata": np.array(custom or ["u", "v", "w", "z"], dtype=object)}
+        spec = {"data": [line], "layout": {"title": {"text": "t"}, "yaxis": {"range": list(y_range)}}}
         return ReadyFigure(spec).to_dict()["layout"]["datarevision"]
 
     y = np.array([0.0, 1.0, np.nan, 2.0])
-    assert revision(y) == revision(y.copy())
+    assert revision(y) == revision(y.copy()) == revision(y, y_range=(0.0, 4.0))
     assert revision(y) != revision(np.array([0.0, 1.0, 3.0, 2.0]))
     assert revision(y) != revision(y.astype(np.float32))
+    assert revision(y) != revision(y, text=["p", "q", "r", "S"])
+    assert revision(y) != revision(y, custom=["u", "v", "w", "Z"])
 
 
 def test_streamlit_still_has_the_flag_the_app_sets_to_skip_its_direct_execution_check():

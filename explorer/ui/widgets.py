@@ -62,14 +62,15 @@ class ReadyFigure(BaseFigure):
     """A figure spec of :mod:`explorer.figures` (plain dicts) prepared once to be sent by :func:`show_figure`:
     themed as Streamlit would theme it (:func:`_themed`), its arrays NumPy arrays that plotly's orjson engine
     writes as JSON numbers, and, when every axis has a range (:func:`_with_range_hints`), ``layout.datarevision``
-    a digest of those arrays: Streamlit's second plotly call then restyles instead of redrawing everything.
+    a digest of the traces' arrays and lists: Streamlit's second plotly call then restyles instead of redrawing
+    everything.
 
     ``st.plotly_chart`` turns what it is given into a dict before writing the JSON
     (``plotly.tools.return_figure_from_figure_or_data``): a plain dict is validated property by property
     (it builds a ``Figure`` from it: ~40 ms for the main figure), a plotly ``Figure`` is deep-copied and
     its arrays base64-encoded (``to_dict``) on every rerun, cached or not. A ReadyFigure passes the
     ``BaseFigure`` test and its ``to_dict`` returns the prepared spec, so a cached figure costs a rerun only
-    the JSON writing (orjson: ~0.2 ms for the main figure). Numbers, not plotly's base64 typed arrays:
+    the JSON writing (orjson: ~0.3 ms for the main figure). Numbers, not plotly's base64 typed arrays:
     plotly.js decodes a typed array anew on every call, so each call would see new data and redraw it all.
     It holds no plotly object tree (``BaseFigure.__init__`` is not run, so use :func:`explorer.figures.as_figure`
     of :attr:`spec` for a real Figure) and is read-only: safe to share from ``st.cache_resource``.
@@ -78,8 +79,10 @@ class ReadyFigure(BaseFigure):
     """
 
     def __init__(self, spec: dict) -> None:  # noqa: D107  (no BaseFigure.__init__: no object tree)
+        themed = _themed(spec)
         digest = hashlib.blake2b(digest_size=8)
-        sendable = _with_sendable_arrays(_themed(spec), digest)
+        data, layout = _with_sendable_arrays(themed["data"], digest), _with_sendable_arrays(themed["layout"])
+        sendable = {"data": data, "layout": layout}
         if _with_range_hints(sendable["layout"], sendable["data"]):
             sendable["layout"]["datarevision"] = digest.hexdigest()
         object.__setattr__(self, "_spec", spec)  # BaseFigure.__setattr__ takes only plotly properties
@@ -170,7 +173,7 @@ def _merged(base: Any, over: Any) -> Any:
     return out
 
 
-def _axis_names(layout: dict, data: Sequence[dict]) -> set[str]:
+def _cartesian_axes(layout: dict, data: Sequence[dict]) -> set[str]:
     """Every cartesian axis the figure draws: those of its layout and those its traces name ("x2" -> "xaxis2")."""
     names = {key for key in layout if _AXIS_KEY.match(key)}
     for trace in data:
@@ -198,7 +201,7 @@ def _themed(spec: dict) -> dict:
     for key in _TEMPLATE_LAYOUT_KEYS:
         if key in defaults:
             layout[key] = _merged(defaults[key], layout[key]) if key in layout else defaults[key]
-    for name in _axis_names(layout, spec["data"]):
+    for name in _cartesian_axes(layout, spec["data"]):
         own = layout.get(name, {})
         layout[name] = _merged(defaults.get(f"{name[0]}axis", {}), own)
         if "showline" not in own and not {"linecolor", "linewidth"} & set(own):
@@ -250,7 +253,7 @@ def _with_range_hints(layout: dict, data: Sequence[dict]) -> bool:
     every axis has a range (:class:`ReadyFigure`); otherwise that call redraws everything, as it did before.
     """
     try:
-        return all(_with_range_hint(layout, data, name) for name in sorted(_axis_names(layout, data)))
+        return all(_with_range_hint(layout, data, name) for name in sorted(_cartesian_axes(layout, data)))
     except _NotNumeric:
         return False
 
@@ -306,17 +309,24 @@ def _sendable(array: np.ndarray) -> np.ndarray:
     return array.astype(array.dtype.newbyteorder("=")) if not array.dtype.isnative else array
 
 
-def _with_sendable_arrays(value: Any, digest: Any) -> Any:
-    """A copy of ``value`` with every NumPy array made :func:`_sendable` and fed to ``digest``."""
+def _with_sendable_arrays(value: Any, digest: Any = None) -> Any:
+    """A copy of ``value`` with every NumPy array made :func:`_sendable`. With a ``digest``, every array and
+    every list of values (a trace's ``text``, a legend entry's ``[None]``) is fed to it: what plotly.react
+    no longer compares once a figure has a data revision."""
     if isinstance(value, np.ndarray):
         array = _sendable(value)
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
+        if digest is not None:
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            # an object array's bytes are pointers: its values go in as text
+            values = repr(array.tolist()).encode() if array.dtype.kind == "O" else np.ascontiguousarray(array).tobytes()
+            digest.update(values)
         return array
     if isinstance(value, dict):
         return {name: _with_sendable_arrays(item, digest) for name, item in value.items()}
     if isinstance(value, list):
         nested = (dict, list, np.ndarray)
+        if digest is not None and not any(isinstance(item, nested) for item in value):
+            digest.update(repr(value).encode())
         return [_with_sendable_arrays(item, digest) if isinstance(item, nested) else item for item in value]
     return value
 
