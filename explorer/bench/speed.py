@@ -14,7 +14,8 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   ``1 / (slope*|x| + 1)^2``. The grid is part of the floor because a sweep has to make it too.
   Measured while the benchmark keeps another process spinning on a CPU (:func:`busy_neighbour`;
   the JSON says so in ``sweep_1m_busy_neighbour``). The floor without the grid is reported as
-  ``numpy_1m_formulas_ms``.
+  ``numpy_1m_formulas_ms``. The whole benchmark runs with glibc's mmap threshold pinned
+  (:func:`pin_allocator`): without that, the floor alone flipped between ~1.7 and ~8 ms.
 * ``param_change_retraces``: for every built-in op with parameters, sweep once, then sweep with
   10 other values of its first parameter; the added traces (:func:`explorer.sweeps.trace_count`),
   summed over the ops. The target is 0.
@@ -130,7 +131,7 @@ class Repetitions:
     """How many timed repetitions each measurement makes (after its warm-up)."""
 
     sweep_2k: int = 7
-    sweep_1m: int = 7
+    sweep_1m: int = 31  # pairs of ~5 ms: a stable median costs nothing
     rerun: int = 25  # ~40 ms each: enough pairs that the median ratio holds still
     cold_start: int = 5  # each ~10 s; the ratio of two cold starts scatters most of all
     train: int = 3
@@ -622,8 +623,36 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+PINNED_MMAP_THRESHOLD = 32 << 20  # bytes: every NumPy temporary of a 1M-point sweep (4-8 MB) stays below
+
+
+def pin_allocator() -> str:
+    """Pin glibc malloc's mmap threshold for this process, so that each measurement sees one allocator.
+
+    glibc serves a block above its threshold (128 KiB at start) with a fresh mmap, whose pages the kernel
+    zeroes on first touch, and moves the threshold up or down as the process frees such blocks. Whether
+    the NumPy floor's 4 MB temporaries are fresh pages (3,300 page faults, ~8 ms per 1M-point call) or
+    reused heap (none, ~1.7 ms) therefore depended on what the process had freed before, and
+    ``sweep_1m_vs_numpy`` flipped between 0.7 and 1.9 from one run to the next. Pinned, the floor is
+    always the fast one. TensorFlow's own allocator reuses its blocks either way (no faults measured).
+    Returns what was done, for the JSON's ``machine``."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        pinned = bool(libc and libc.mallopt(M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD)
+                      and libc.mallopt(M_TRIM_THRESHOLD, 2 * PINNED_MMAP_THRESHOLD))
+    except (OSError, AttributeError):  # not glibc: nothing to pin
+        pinned = False
+    return f"glibc mmap threshold pinned at {PINNED_MMAP_THRESHOLD >> 20} MiB" if pinned else "default (not glibc)"
+
+
 def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool = False) -> dict[str, Any]:
     """Measure ``keys`` (target keys; all when None). A failing measurement is reported, not raised.
+    Pins this process's allocator first (:func:`pin_allocator`).
 
     Returns ``{target key: value, extra key: value, ..., "errors": {measurement: message},
     "machine": {...}, "quick": bool, "seconds": float}``; a target whose measurement failed is None.
@@ -634,6 +663,7 @@ def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool
     errors: dict[str, str] = {}
     profiles: dict[str, str] = {}
     started = time.perf_counter()
+    allocator = pin_allocator()
     for name, (measure, provides) in MEASUREMENTS.items():
         if not wanted.intersection(provides):
             continue
@@ -650,7 +680,7 @@ def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool
                 profiles[name] = profile_text(profiler)
     results["peak_rss_mb"] = peak_rss_mb()
     results["errors"] = errors
-    results["machine"] = machine_info()
+    results["machine"] = {**machine_info(), "allocator": allocator}
     results["quick"] = quick
     results["seconds"] = time.perf_counter() - started
     if profile:
