@@ -193,6 +193,31 @@ def test_unknown_op_lists_valid_keys():
         sweep("no_such_op")
 
 
+def test_sweeps_on_one_grid_share_its_columns_read_only_and_each_keeps_its_own_upstream():
+    """Sweeps on the same range share the cached grid's x, point and constant columns without copies;
+    they are read-only, so a write through one frame cannot change another. The cached upstream
+    tensor follows the upstream argument (2, 1, 2 again on the same grid)."""
+    results = [sweep("fast_sigmoid", n=3001, upstream=upstream) for upstream in (2.0, 1.0, 2.0)]
+    frames = [result.frame for result in results]
+    for column in ("x", "true_grad", "true_grad_missing"):
+        assert np.shares_memory(frames[0][column].to_numpy(), frames[1][column].to_numpy()), column
+    x = frames[0]["x"].to_numpy(np.float64)
+    expected_x = np.linspace(-3.0, 3.0, 3001).astype(np.float32)
+    np.testing.assert_array_equal(frames[0]["x"].to_numpy(), expected_x)
+    surrogate = 1.0 / (25.0 * np.abs(x) + 1.0) ** 2  # fast_sigmoid, slope 25 (the catalogue's default)
+    for frame, upstream in zip(frames, (2.0, 1.0, 2.0), strict=True):
+        np.testing.assert_allclose(frame["custom_grad"], upstream * surrogate, rtol=1e-6)
+        np.testing.assert_array_equal(frame["true_grad"], np.zeros(3001))  # a step: no true gradient
+        assert frame["true_grad_missing"].all()
+        assert frame.loc[frame["x"] == 0.0, "point"].tolist() == ["jump"]
+    with pytest.raises(ValueError, match="read-only"):
+        frames[0].loc[0, "x"] = 99.0
+    mine = results[0].to_pandas()
+    mine.loc[0, "x"] = 99.0
+    mine.loc[0, "true_grad"] = 5.0
+    assert frames[1]["x"].iloc[0] == np.float32(-3.0) and frames[1]["true_grad"].iloc[0] == 0.0
+
+
 # -- speed: no retracing ----------------------------------------------------------------------------------
 def test_parameter_and_length_changes_do_not_retrace():
     sweep("sigmoid", params={"slope": 10.0})
@@ -310,7 +335,8 @@ def test_the_flat_call_of_the_compiled_sweep_equals_its_public_call(dtype):
         spec = ops.get(key)
         compiled = sweeps.evaluator(spec, dtype)
         x = tf.constant(np.linspace(-3, 3, 301).astype(sweeps.numpy_dtype(dtype)))
-        args = [x, tf.constant(1.5, tf.as_dtype(dtype)), *[tf.constant(p.default, tf.float64) for p in spec.params]]
+        dy = tf.fill(tf.shape(x), tf.constant(1.5, tf.as_dtype(dtype)))
+        args = [x, dy, *[tf.constant(p.default, tf.float64) for p in spec.params]]
         flat = compiled(*args)
         assert compiled._flat is not None  # the fast path is taken (TensorFlow still has _call_flat)
         public = compiled.function.get_concrete_function()(*args)
