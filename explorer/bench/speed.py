@@ -72,6 +72,8 @@ from typing import Any
 
 import numpy as np
 
+from explorer import cpu
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP_PATH = REPO_ROOT / "app.py"
 ONE_MILLION = 1_000_000
@@ -652,7 +654,8 @@ def pin_allocator() -> str:
 
 def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool = False) -> dict[str, Any]:
     """Measure ``keys`` (target keys; all when None). A failing measurement is reported, not raised.
-    Pins this process's allocator first (:func:`pin_allocator`).
+    Pins this process's allocator first (:func:`pin_allocator`) and runs TensorFlow as the app's server
+    does (:func:`explorer.cpu.one_thread_per_op`; the cold-start children run the app, which does it).
 
     Returns ``{target key: value, extra key: value, ..., "errors": {measurement: message},
     "machine": {...}, "quick": bool, "seconds": float}``; a target whose measurement failed is None.
@@ -664,6 +667,7 @@ def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool
     profiles: dict[str, str] = {}
     started = time.perf_counter()
     allocator = pin_allocator()
+    intra_op_threads = cpu.one_thread_per_op()  # as the app's server runs TensorFlow
     for name, (measure, provides) in MEASUREMENTS.items():
         if not wanted.intersection(provides):
             continue
@@ -680,7 +684,7 @@ def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool
                 profiles[name] = profile_text(profiler)
     results["peak_rss_mb"] = peak_rss_mb()
     results["errors"] = errors
-    results["machine"] = {**machine_info(), "allocator": allocator}
+    results["machine"] = {**machine_info(), "allocator": allocator, "tf_intra_op_threads": intra_op_threads}
     results["quick"] = quick
     results["seconds"] = time.perf_counter() - started
     if profile:

@@ -6,10 +6,12 @@
 
 import streamlit as st
 
+from explorer import cpu
 from explorer.ui import editor, explore, runtime, train
 
 
 def main() -> None:
+    cpu.one_thread_per_op()  # before the first TensorFlow op of the process
     runtime.skip_direct_execution_warning()
     runtime.freeze_startup_objects()
     # A Material icon, not an emoji-like string: Streamlit checks a string icon against its emoji

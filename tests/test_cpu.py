@@ -1,0 +1,53 @@
+"""explorer.cpu: the app's server runs each TensorFlow op on one thread; the library leaves threading alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FIRST_RUN_THEN_THREADS = """
+import sys
+import tensorflow as tf
+if sys.argv[1] == "app":
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(sys.argv[2], default_timeout=600)
+    at.run()
+    assert not at.exception, at.exception
+else:  # the library only: a user's own program
+    import explorer
+    explorer.sweep("atan", n=101)
+print(tf.config.threading.get_intra_op_parallelism_threads())
+"""
+
+
+def _threads_after(mode: str, **env: str) -> int:
+    child_env = {k: v for k, v in os.environ.items() if k != "TF_NUM_INTRAOP_THREADS"}
+    child_env.update({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", **env})
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_RUN_THEN_THREADS, mode, str(ROOT / "app.py")],
+        capture_output=True, text=True, cwd=ROOT, env=child_env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split()[-1])
+
+
+def test_the_app_runs_each_op_on_one_thread_and_the_library_leaves_the_default():
+    assert _threads_after("app") == 1
+    assert _threads_after("library") == 0  # TensorFlow's default: all cores
+
+
+def test_an_operators_tf_num_intraop_threads_wins():
+    assert _threads_after("app", TF_NUM_INTRAOP_THREADS="2") == 0  # left to TensorFlow, which reads it
+
+
+def test_too_late_in_a_process_is_a_no_op():
+    from explorer import cpu
+    from explorer.sweeps import sweep
+
+    sweep("atan", n=101)  # TensorFlow's runtime has started in this process
+    before = __import__("tensorflow").config.threading.get_intra_op_parallelism_threads()
+    assert cpu.one_thread_per_op() == before
