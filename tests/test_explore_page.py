@@ -276,6 +276,7 @@ def test_the_app_freezes_the_objects_alive_after_its_imports_once(default_app):
     from explorer.ui import runtime
 
     assert runtime._FROZEN and gc.get_freeze_count() > 0
+    assert gc.isenabled()  # paused only while the app imported (tests/test_startup.py)
     before = gc.get_freeze_count()
     runtime.freeze_startup_objects()  # once per process
     assert gc.get_freeze_count() == before

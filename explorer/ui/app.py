@@ -6,14 +6,16 @@
 
 import streamlit as st
 
-from explorer import cpu
-from explorer.ui import editor, explore, runtime, train
+from explorer.ui import runtime
+
+with runtime.startup_imports():  # the collector paused while TensorFlow and the rest import
+    from explorer import cpu
+    from explorer.ui import editor, explore, train
 
 
 def main() -> None:
     cpu.one_thread_per_op()  # before the first TensorFlow op of the process
     runtime.skip_direct_execution_warning()
-    runtime.freeze_startup_objects()
     # A Material icon, not an emoji-like string: Streamlit checks a string icon against its emoji
     # catalogue (loaded on first use, part of every cold start) unless it is ":material/...:".
     st.set_page_config(page_title="Gradient Explorer", page_icon=":material/function:", layout="wide")
