@@ -25,7 +25,8 @@ def one_thread_per_op() -> int:
 
     Returns the intra-op threads in effect as far as Python knows (0: TensorFlow's default). Leaves
     everything as it is when ``TF_NUM_INTRAOP_THREADS`` is set or TensorFlow's runtime has started
-    (too late to change in this process: e.g. an AppTest in a process that already ran ops).
+    (too late to change in this process: e.g. an AppTest in a process that already ran ops). Process-wide
+    and for good: running the app in your own process (an AppTest in a notebook) sets it there too.
     """
     import tensorflow as tf
 

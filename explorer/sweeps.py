@@ -67,7 +67,7 @@ _BUILTIN_FUNCTIONS: dict[tuple[str, str], Evaluator] = {}
 _USER_FUNCTIONS: OrderedDict[tuple[ops.OpSpec, str], Evaluator] = OrderedDict()
 _TRACES: dict[tuple[int, str], int] = {}
 _EAGER: weakref.WeakSet[ops.OpSpec] = weakref.WeakSet()  # user ops swept eagerly (run_eagerly)
-GRID_CACHE_SIZE = 8  # grids kept for reuse: at 1M float32 points ~18 MB each with their tensors and columns
+GRID_CACHE_SIZE = 8  # grids kept for reuse: at 1M points ~18 MB each with their tensors and columns (float64 ~35 MB)
 
 
 # -- validation ---------------------------------------------------------------------------------
@@ -244,12 +244,18 @@ def storage_dtype(dtype: str) -> np.dtype:
 
 
 def _to_numpy(tensor: tf.Tensor, storage: np.dtype) -> np.ndarray:
-    """The tensor's values as ``storage``: read through DLPack (no copy) where it allows, else numpy()."""
+    """The tensor's values as ``storage``: read through DLPack (no copy) where it allows, else numpy().
+
+    Read-only: without a copy the array may be the grid's own cached tensor (an identity forward's
+    ``forward`` is the grid, a pass-through gradient is the cached upstream), which every later sweep on
+    that grid reads. NumPy marks DLPack views read-only today; this does not rely on it."""
     try:
         values = np.from_dlpack(tensor)
     except (BufferError, TypeError, RuntimeError, ValueError):  # bfloat16 has no DLPack type in NumPy
         values = tensor.numpy()
-    return values.astype(storage, copy=False)
+    values = values.astype(storage, copy=False)
+    values.flags.writeable = False
+    return values
 
 
 # Up to this many points a function call runs its kernels one after the other on the calling thread

@@ -38,31 +38,42 @@ def test_the_first_run_imports_tensorflow_without_a_full_collection_and_leaves_t
     assert int(frozen) > 300_000  # the imports' objects (~600,000), out of later collections' way
 
 
+def _fresh_process_state(monkeypatch) -> list[int]:
+    """runtime as in a process that has not started yet; gc.freeze recorded, not done to pytest's process."""
+    from explorer.ui import runtime
+
+    freezes: list[int] = []
+    monkeypatch.setattr(runtime, "_STARTED", False)
+    monkeypatch.setattr(runtime, "_FROZEN", False)
+    monkeypatch.setattr(runtime.gc, "freeze", lambda: freezes.append(1))
+    return freezes
+
+
 def test_only_the_first_entrant_pauses_and_the_collector_always_runs_again(monkeypatch):
     """Sessions' script threads may enter together: a later entrant must neither pause nor resume."""
     from explorer.ui import runtime
 
-    monkeypatch.setattr(runtime, "_STARTED", False)
-    monkeypatch.setattr(runtime, "_FROZEN", False)
+    freezes = _fresh_process_state(monkeypatch)
     assert gc.isenabled()
     with runtime.startup_imports():
         assert not gc.isenabled()
         with runtime.startup_imports():  # a second session meanwhile
             assert not gc.isenabled()
         assert not gc.isenabled()  # the second one's exit did not resume it under the first
-        assert not runtime._FROZEN
-    assert gc.isenabled() and runtime._FROZEN
+        assert not freezes
+    assert gc.isenabled() and freezes == [1]
     with runtime.startup_imports():  # every later run of the script
         assert gc.isenabled()
-    assert gc.isenabled()
+    assert gc.isenabled() and freezes == [1]
 
 
 def test_a_failing_import_still_resumes_the_collector(monkeypatch):
     from explorer.ui import runtime
 
-    monkeypatch.setattr(runtime, "_STARTED", False)
+    _fresh_process_state(monkeypatch)
     try:
         with runtime.startup_imports():
+            assert not gc.isenabled()
             raise ImportError("a broken dependency")
     except ImportError:
         pass

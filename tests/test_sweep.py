@@ -218,6 +218,20 @@ def test_sweeps_on_one_grid_share_its_columns_read_only_and_each_keeps_its_own_u
     assert frames[1]["x"].iloc[0] == np.float32(-3.0) and frames[1]["true_grad"].iloc[0] == 0.0
 
 
+def test_a_pass_through_ops_columns_are_read_only_views_of_nothing_a_later_sweep_reads():
+    """clip_gradient's forward is the grid itself and its true gradient the cached upstream: without a copy,
+    a write to either would change every later sweep on that range, so each column is read-only."""
+    first = sweep("clip_gradient", n=2001, upstream=1.5)
+    for column in ("forward", "true_grad", "custom_grad"):
+        values = first.frame[column].to_numpy()
+        assert not values.flags.writeable, column
+        with pytest.raises(ValueError, match="read-only"):
+            values[0] = 99.0
+    again = sweep("clip_gradient", n=2001, upstream=1.5).frame
+    np.testing.assert_array_equal(again["forward"], np.linspace(-3.0, 3.0, 2001).astype(np.float32))
+    np.testing.assert_array_equal(again["true_grad"], np.full(2001, 1.5, dtype=np.float32))  # d(x)/dx * 1.5
+
+
 # -- speed: no retracing ----------------------------------------------------------------------------------
 def test_parameter_and_length_changes_do_not_retrace():
     sweep("sigmoid", params={"slope": 10.0})

@@ -656,6 +656,8 @@ def run(keys: Sequence[str] | None = None, *, quick: bool = False, profile: bool
     """Measure ``keys`` (target keys; all when None). A failing measurement is reported, not raised.
     Pins this process's allocator first (:func:`pin_allocator`) and runs TensorFlow as the app's server
     does (:func:`explorer.cpu.one_thread_per_op`; the cold-start children run the app, which does it).
+    Both stay for the rest of the calling process: run it from the command line, not from a notebook
+    whose TensorFlow threading you want to keep.
 
     Returns ``{target key: value, extra key: value, ..., "errors": {measurement: message},
     "machine": {...}, "quick": bool, "seconds": float}``; a target whose measurement failed is None.
