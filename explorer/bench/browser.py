@@ -1,6 +1,6 @@
 """Browser benchmark: several users training at once on one server, measured from real browsers.
 
-    python -m explorer.bench.browser [--sessions 5] [--seconds 300] [--slider-moves 12] [--json]
+    python -m explorer.bench.browser [--sessions 5] [--seconds 300] [--slider-moves 12] [--trainers-idle] [--json]
 
 Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
 one browser context per user, and has every user open the Explore page with a different op, go
@@ -21,7 +21,15 @@ more context moves a slider on the Explore page again and again. Reported:
   second server, measured interleaved with the app (floor, app, floor, app, ...) in the same browser,
   and the median of the per-pair ratios. The browsers run on the server's two cores, so the absolute
   figures include Chromium drawing every page; the ratio says what the app adds to what any Streamlit
-  page costs on this machine at that moment.
+  page costs on this machine at that moment;
+- the app server's CPU use while the loaded moves run (cores: CPU seconds of its process tree over
+  wall seconds), so that runs can be compared on the load the server actually carried.
+
+``--trainers-idle`` puts the training users in a second Chromium run under SCHED_IDLE
+(:func:`idle_priority_chromium`): their pages still train and draw, but get a core only when the servers
+and the measured browser leave it idle, as if they ran on the users' own machines. Everything on the server
+side is unchanged (``server_cores_loaded`` shows the load it carried). The measured user and the floor page
+keep the first Chromium. By default everyone shares one Chromium, as before.
 
 The server, browser launch flags, page-state checks and the users' page actions are in
 :mod:`explorer.bench.harness`, shared with ``tests/e2e``.
@@ -32,6 +40,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shlex
 import statistics
 import sys
 import threading
@@ -102,6 +112,29 @@ def tree_memory(pid: int) -> tuple[int, int]:
     )
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of ``pid`` and its live descendants (/proc/<pid>/stat)."""
+    ticks = 0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def idle_priority_chromium(directory: Path) -> Path:
+    """An executable that runs :data:`CHROMIUM` under Linux's SCHED_IDLE policy (``chrt --idle 0``), which
+    every process and thread it starts inherits: they get a core only when nothing else wants it. Not
+    ``nice``: Chromium sets its own threads' nice values (as root it raises them, to -8), but leaves their
+    policy alone. Playwright launches the wrapper like Chromium."""
+    wrapper = directory / "chromium_sched_idle.sh"
+    wrapper.write_text(f'#!/bin/sh\nexec chrt --idle 0 {shlex.quote(CHROMIUM)} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 class MemorySampler:
     """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
 
@@ -143,6 +176,8 @@ class BenchResult:
     loaded_pairs_while_training: str  # pairs that ended before the first user's results (only those count)
     users: list[dict[str, Any]]
     load_average_1m: tuple[float, float] = (0.0, 0.0)  # the machine's load when the run began and ended
+    server_cores_loaded: float = 0.0  # the app server's CPU seconds / wall seconds during the loaded moves
+    trainers_idle: bool = False  # the training users' Chromium under SCHED_IDLE (else they share the measured one)
 
     @property
     def latency_idle_ok(self) -> bool:
@@ -216,10 +251,16 @@ def _slider_ops() -> list[str]:
 
 
 async def _bench(
-    url: str, floor_url: str, op_keys: Sequence[str], seconds: float, moves: int
-) -> tuple[Latencies, Latencies, list[UserRun]]:
+    url: str, floor_url: str, op_keys: Sequence[str], seconds: float, moves: int, server_pid: int,
+    trainers_idle: bool = False,
+) -> tuple[Latencies, Latencies, list[UserRun], float]:
+    """Idle moves, then users training and loaded moves; also the server's cores during the loaded moves."""
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
+        trainers_browser = browser
+        if trainers_idle:
+            wrapper = idle_priority_chromium(ROOT / "test-artifacts")
+            trainers_browser = await playwright.chromium.launch(executable_path=str(wrapper), args=list(CHROMIUM_ARGS))
         try:
             idle_op, loaded_op = _slider_ops()[:2]
             idle = await _slider_latencies(browser, url, floor_url, idle_op, moves)
@@ -231,7 +272,7 @@ async def _bench(
             trainers = asyncio.gather(*(
                 # 4,096 points in mini-batches (2,000 epochs take many minutes): everyone trains until the
                 # loaded moves are done; the page's per-tick budget keeps the server's load the same
-                train_as_user(browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png", training=event,
+                train_as_user(trainers_browser, url, op, MAX_EPOCHS, seconds, shots / f"user_{op}.png", training=event,
                               full_batch=False, stop=stop, points=TRAINING_POINTS)
                 for op, event in zip(op_keys, started, strict=True)
             ))  # fmt: skip
@@ -248,18 +289,20 @@ async def _bench(
                 trainers.cancel()
                 raise RuntimeError(f"not every user was training {TRAINING_START_TIMEOUT_S:g} s after opening the app")
             try:
+                cpu_before, wall_before = tree_cpu_seconds(server_pid), time.perf_counter()
                 loaded = await _slider_latencies(browser, url, floor_url, loaded_op, moves)
+                server_cores = (tree_cpu_seconds(server_pid) - cpu_before) / (time.perf_counter() - wall_before)
             finally:
                 stop.set()
             users = await trainers
-            return idle, loaded, users
+            return idle, loaded, users, server_cores
         finally:
             await browser.close()
+            if trainers_browser is not browser:
+                await trainers_browser.close()
 
 
-def run_benchmark(sessions: int = 5, seconds: float = 300.0, moves: int = 12) -> BenchResult:
-    import os
-
+def run_benchmark(sessions: int = 5, seconds: float = 300.0, moves: int = 12, trainers_idle: bool = False) -> BenchResult:
     import ops
 
     load_before = os.getloadavg()[0]
@@ -276,7 +319,9 @@ def run_benchmark(sessions: int = 5, seconds: float = 300.0, moves: int = 12) ->
         serve_app(log_path=artifacts / "bench_browser_floor.log", script=floor_script) as floor,
         MemorySampler(server.process.pid) as sampler,
     ):
-        idle, loaded_all, users = asyncio.run(_bench(server.url, floor.url, op_keys, seconds, moves))
+        idle, loaded_all, users, server_cores = asyncio.run(
+            _bench(server.url, floor.url, op_keys, seconds, moves, server.process.pid, trainers_idle)
+        )
     loaded = loaded_all.before(min(user.training_until for user in users))
     if not loaded.app:
         first_move = loaded_all.ended[0] - loaded_all.app[0] - PACE_SECONDS - loaded_all.floor[0]
@@ -299,6 +344,8 @@ def run_benchmark(sessions: int = 5, seconds: float = 300.0, moves: int = 12) ->
         loaded_vs_floor=loaded.ratio,
         users=[asdict(user) | {"loss_points": user.loss_points[-1:]} for user in users],
         load_average_1m=(load_before, os.getloadavg()[0]),
+        server_cores_loaded=server_cores,
+        trainers_idle=trainers_idle,
     )
 
 
@@ -316,6 +363,8 @@ def _table(result: BenchResult) -> str:
         ("app / floor (median of pairs), idle", f"{result.idle_vs_floor:.2f}", ""),
         ("app / floor (median of pairs), training", f"{result.loaded_vs_floor:.2f}", ""),
         ("loaded pairs while all trained", result.loaded_pairs_while_training, ""),
+        ("server cores during the loaded moves", f"{result.server_cores_loaded:.2f}", ""),
+        ("training users' Chromium", "SCHED_IDLE" if result.trainers_idle else "shared", ""),
         ("load average (1 min), start / end", "{:.1f} / {:.1f}".format(*result.load_average_1m), ""),
     ]  # fmt: skip
     lines = [f"{name:<36} {value:>14}  {verdict}" for name, value, verdict in rows]
@@ -337,6 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--slider-moves", type=int, default=12, help="slider changes timed, idle and loaded (default 12)"
     )
+    parser.add_argument(
+        "--trainers-idle", action="store_true",
+        help="run the training users in a second Chromium under SCHED_IDLE, as if on their own machines "
+        "(default: one Chromium for everyone)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     args = parser.parse_args(argv)
     if args.seconds < MIN_TRAIN_SECONDS:
@@ -351,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not chromium_available():
         print(f"Chromium not found at {CHROMIUM} (apt-get install -y chromium, or set E2E_CHROMIUM)", file=sys.stderr)
         return 2
-    result = run_benchmark(args.sessions, args.seconds, args.slider_moves)
+    result = run_benchmark(args.sessions, args.seconds, args.slider_moves, args.trainers_idle)
     if args.json:
         verdicts = {"memory_ok": result.memory_ok, "latency_idle_ok": result.latency_idle_ok, "latency_ok": result.latency_ok}
         print(json.dumps(asdict(result) | verdicts, indent=2))
