@@ -270,15 +270,16 @@ def test_page_sends_each_table_as_st_dataframe_sends_the_pandas_frame_without_it
 
 
 def test_the_app_freezes_the_objects_alive_after_its_imports_once(default_app):
-    """explorer.ui.runtime.freeze_startup_objects: a full garbage collection skips the startup objects."""
+    """explorer.ui.runtime.startup_imports: a full garbage collection skips the startup objects."""
     import gc
 
     from explorer.ui import runtime
 
-    assert runtime._FROZEN and gc.get_freeze_count() > 0
+    assert runtime._STARTED and gc.get_freeze_count() > 0
     assert gc.isenabled()  # paused only while the app imported (tests/test_startup.py)
     before = gc.get_freeze_count()
-    runtime.freeze_startup_objects()  # once per process
+    with runtime.startup_imports():  # once per process: a later run freezes nothing more
+        pass
     assert gc.get_freeze_count() == before
 
 

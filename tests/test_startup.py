@@ -44,7 +44,6 @@ def _fresh_process_state(monkeypatch) -> list[int]:
 
     freezes: list[int] = []
     monkeypatch.setattr(runtime, "_STARTED", False)
-    monkeypatch.setattr(runtime, "_FROZEN", False)
     monkeypatch.setattr(runtime.gc, "freeze", lambda: freezes.append(1))
     return freezes
 

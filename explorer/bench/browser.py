@@ -258,10 +258,12 @@ async def _bench(
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         trainers_browser = browser
-        if trainers_idle:
-            wrapper = idle_priority_chromium(ROOT / "test-artifacts")
-            trainers_browser = await playwright.chromium.launch(executable_path=str(wrapper), args=list(CHROMIUM_ARGS))
         try:
+            if trainers_idle:
+                wrapper = idle_priority_chromium(ROOT / "test-artifacts")
+                trainers_browser = await playwright.chromium.launch(
+                    executable_path=str(wrapper), args=list(CHROMIUM_ARGS)
+                )
             idle_op, loaded_op = _slider_ops()[:2]
             idle = await _slider_latencies(browser, url, floor_url, idle_op, moves)
             from explorer.train import MAX_EPOCHS

@@ -49,7 +49,6 @@ def skip_direct_execution_warning() -> None:
         delta_generator._use_warning_has_been_displayed = True
 
 
-_FROZEN = False
 _STARTUP_LOCK = threading.Lock()
 _STARTED = False
 
@@ -57,14 +56,21 @@ _STARTED = False
 @contextlib.contextmanager
 def startup_imports() -> Iterator[None]:
     """Run the app's imports (TensorFlow, Keras, pandas, plotly: ~600,000 objects) with Python's cyclic
-    garbage collector paused, the first time in a process; then freeze what they made
-    (:func:`freeze_startup_objects`) and let the collector run again.
+    garbage collector paused, the first time in a process; then freeze every object alive
+    (``gc.freeze()``) and let the collector run again. Later entries change nothing.
 
-    While TensorFlow imports, the collector otherwise runs a few hundred collections, the later ones
-    walking hundreds of thousands of objects that are all alive: 0.5-0.7 s of the 2.7-3.4 s import on
-    this machine, i.e. of every server's first page. Paused, the imports leave ~1,100 unreachable
-    objects (measured with ``gc.collect()`` after them), which stay frozen. Only the first entrant
-    pauses: sessions' script threads may run this concurrently, and none must leave the collector off.
+    Paused: while TensorFlow imports, the collector otherwise runs a few hundred collections, the later
+    ones walking hundreds of thousands of objects that are all alive: 0.5-0.7 s of the 2.7-3.4 s import
+    on this machine, i.e. of every server's first page.
+
+    Frozen: with ``runner.postScriptGC`` off, Python's own collector still runs a full collection now and
+    then, which with everything loaded walked ~360,000 objects: ~220 ms holding the GIL in the middle of
+    some user's rerun. Frozen, those objects (modules, classes, functions: alive for the life of the
+    server) are skipped (measured: 218 ms -> under 1 ms). Not collected first (that would add ~270 ms to
+    the first run): the ~1,100 unreachable objects the paused imports leave stay frozen.
+
+    Only the first entrant pauses: sessions' script threads may run this concurrently, and none must
+    leave the collector off.
     """
     global _STARTED
     with _STARTUP_LOCK:
@@ -76,25 +82,6 @@ def startup_imports() -> Iterator[None]:
         yield
     finally:
         if first:
-            freeze_startup_objects()
+            gc.freeze()
         if pause:
             gc.enable()
-
-
-def freeze_startup_objects() -> None:
-    """Once per process, after the imports: move every object alive now out of the garbage collector's
-    reach (``gc.freeze()``).
-
-    With ``runner.postScriptGC`` off, Python's own collector still runs a full collection now and then
-    (when enough objects have survived since the last one). With TensorFlow, Keras, Streamlit and plotly
-    loaded, that walks ~360,000 objects: ~220 ms on this machine, holding the GIL, in the middle of some
-    user's rerun. Frozen, those objects (modules, classes, functions: alive for the life of the server)
-    are skipped and a full collection walks only what was made since (measured: 218 ms -> under 1 ms).
-    Not collected first (a full collection would add ~270 ms to the first run): the little cyclic
-    garbage the imports leave stays frozen; nothing made later is affected.
-    """
-    global _FROZEN
-    if _FROZEN:
-        return
-    gc.freeze()
-    _FROZEN = True
