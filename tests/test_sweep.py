@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -274,14 +273,12 @@ def test_user_ops_are_cached_by_identity():
 
 
 def test_million_point_sweep():
-    start = time.perf_counter()
+    """Values only: the sweep's speed is checked by ``python -m explorer bench`` (sweep_1m_vs_numpy)."""
     df = sweep("fast_sigmoid", n=1_000_000).frame
-    elapsed = time.perf_counter() - start
     assert len(df) == 1_000_000 + 1  # linspace(-3, 3, 1e6) misses 0: the threshold is inserted
     assert _row(df, 0.0)["point"] == "jump"
     x = df["x"].to_numpy()[::997]
     np.testing.assert_allclose(df["custom_grad"].to_numpy()[::997], 1 / (25 * np.abs(x) + 1) ** 2, rtol=2e-6)
-    assert elapsed < 5.0
 
 
 # -- decimation ------------------------------------------------------------------------------------------------
