@@ -125,7 +125,7 @@ def test_bad_ops_fail_with_a_message_and_clashing_names_are_qualified(tmp_path):
         start = time.perf_counter()
         with pytest.raises(loaded.UserOpError, match="did not finish"):  # remembered: not run again
             loaded.sweep("bad_ops.hangs", time_limit=0.5)
-        assert time.perf_counter() - start < 0.2
+        assert time.perf_counter() - start < 0.4  # under the 0.5 s limit a second run would wait out
         np.testing.assert_array_equal(loaded.sweep("other.hangs", -1.0, 1.0, 11)["custom_grad"], np.ones(11))
     for thread in threading.enumerate():  # the abandoned sweep: let it end before the interpreter does
         if thread.name == "loaded-op":
