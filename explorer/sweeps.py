@@ -286,40 +286,37 @@ def evaluate(
     params: Mapping[str, float],
     upstream: float,
     dtype: str,
-    x_tensor: tf.Tensor | None = None,
-    dy_tensor: tf.Tensor | None = None,
-    *,
-    zeros_for_missing: bool = True,
-) -> dict[str, np.ndarray | bool | None]:
+    grid: _Grid | None = None,
+) -> dict[str, np.ndarray | bool]:
     """Forward, true and custom gradient at ``x`` (cast to ``dtype``) as :func:`storage_dtype` arrays, by column name,
-    plus the bool ``"true_grad_missing"``. ``params`` must already be resolved (``spec.resolve``).
-    ``x_tensor`` and ``dy_tensor``, if given, are ``x`` as a tensor of ``dtype`` and ``upstream`` filled to
-    its shape (a sweep's grid keeps both: saves a copy and a pass). A missing true gradient is zeros,
-    or None with ``zeros_for_missing=False`` (for a caller that has zeros at hand)."""
+    plus the bool ``"true_grad_missing"`` (the true gradient is then zeros). ``params`` must already be
+    resolved (``spec.resolve``). ``grid``, if given, is the cached grid ``x`` is: its tensor, filled upstream
+    gradient and zero column are used instead of new ones (a copy, a pass and an allocation saved)."""
     spec = ops.get(op)
     fn = evaluator(spec, dtype)
     x_values = np.asarray(x).astype(numpy_dtype(dtype), copy=False)
     param_values = [_scalar(float(params[name]).hex(), "float64") for name in spec.param_names]
-    executor = "SINGLE_THREADED_EXECUTOR" if x_values.size <= SINGLE_THREADED_POINTS else None
-    if dy_tensor is None:
+    small = x_values.size <= SINGLE_THREADED_POINTS
+    if grid is not None:
+        x_tensor, dy = grid.tensor, grid.upstream(upstream)
+    else:
         upstream_hex = float(upstream).hex()
-        dy_tensor = (
-            _filled(x_values.size, upstream_hex, dtype)
-            if x_values.size <= SINGLE_THREADED_POINTS
-            else tf.fill([x_values.size], _scalar(upstream_hex, dtype))
-        )
-    with tf.experimental.function_executor_type(executor):
-        forward, true_grad, custom_grad, missing = fn(
-            tf.constant(x_values) if x_tensor is None else x_tensor, dy_tensor, *param_values
-        )
+        x_tensor = tf.constant(x_values)
+        dy = _filled(x_values.size, upstream_hex, dtype) if small else tf.fill([x_values.size], _scalar(upstream_hex, dtype))
+    with tf.experimental.function_executor_type("SINGLE_THREADED_EXECUTOR" if small else None):
+        forward, true_grad, custom_grad, missing = fn(x_tensor, dy, *param_values)
     missing = bool(missing.numpy())
     storage = storage_dtype(dtype)
+    if not missing:
+        true_values = _to_numpy(true_grad, storage)
+    elif grid is not None:
+        true_values = grid.constant(0, storage)
+    else:
+        true_values = np.zeros(x_values.size, storage)
     return {
         "x": x_values.astype(storage, copy=False),
         "forward": _to_numpy(forward, storage),
-        "true_grad": (np.zeros(x_values.size, storage) if zeros_for_missing else None)
-        if missing
-        else _to_numpy(true_grad, storage),
+        "true_grad": true_values,
         "custom_grad": _to_numpy(custom_grad, storage),
         "true_grad_missing": missing,
     }
@@ -494,18 +491,11 @@ def sweep(
     resolved = spec.resolve(params)
     points = spec.points(lo, hi, dtype, **resolved)
     shared = _cached_grid(lo, hi, n, dtype, tuple((p.x, p.kind) for p in points))
-    values = evaluate(
-        spec, shared.x, resolved, upstream, dtype, shared.tensor, shared.upstream(upstream), zeros_for_missing=False
-    )
-    missing = bool(values["true_grad_missing"])
-    storage = storage_dtype(dtype)
+    values = evaluate(spec, shared.x, resolved, upstream, dtype, shared)
     frame = pd.DataFrame(
         {
-            "x": values["x"],
-            "forward": values["forward"],
-            "true_grad": shared.constant(0, storage) if missing else values["true_grad"],
-            "custom_grad": values["custom_grad"],
-            "true_grad_missing": shared.constant(missing, np.dtype(bool)),
+            **{column: values[column] for column in COLUMNS[:4]},
+            "true_grad_missing": shared.constant(values["true_grad_missing"], np.dtype(bool)),
             "point": shared.points,
         },
         index=shared.index,
