@@ -32,8 +32,10 @@ test: $(VENV)/.dev-installed
 e2e: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
 
+# ruff, then the layout: no import circle, arrows one way (tests/test_architecture.py).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:xdist tests/test_architecture.py
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m explorer bench

@@ -8,9 +8,12 @@ Nothing here imports streamlit; the pages in ``explorer.ui`` do.
     points = explorer.special_points(result)              # declared vs detected, one-sided values
     table = explorer.metrics(result)                      # peak, fwhm, area, dead zone, ...
 
-The modules are ``explorer.sweeps`` (the :class:`Sweep` and :func:`sweep`), ``explorer.detect`` (where a
-sampled curve jumps, bends or is not finite), ``explorer.points``, ``explorer.measures`` (the metrics),
-``explorer.figures``, ``explorer.train``, ``explorer.state``, ``explorer.verify``, ``explorer.export``.
+The packages are one per thing the product does: ``explorer.explore`` (sweeps, special points, metrics,
+figures), ``explorer.checker`` (the checker, ``python -m explorer verify`` and the pytest guardrail, whose
+public path is ``explorer.testing``), ``explorer.train`` (training, data sets, presets and their figures),
+``explorer.expr`` (the safe expression language) and ``explorer.ui`` (the Streamlit pages). Beside them:
+``state`` (URL state), ``loaded`` (a team's ops named by the server's operator), ``export``, ``serve`` and
+``cpu``. docs/architecture.md draws the picture.
 """
 
 
@@ -18,12 +21,12 @@ import importlib
 
 # Imported on first use (PEP 562), so that ``gradient-explorer run`` and ``--help`` start without TensorFlow.
 _EXPORTS = {
-    "Sweep": "explorer.sweeps",
-    "decimate": "explorer.sweeps",
-    "sweep": "explorer.sweeps",
-    "special_points": "explorer.points",
-    "metrics": "explorer.measures",
-    "metrics_table": "explorer.measures",
+    "Sweep": "explorer.explore.sweeps",
+    "decimate": "explorer.explore.sweeps",
+    "sweep": "explorer.explore.sweeps",
+    "special_points": "explorer.explore.points",
+    "metrics": "explorer.explore.measures",
+    "metrics_table": "explorer.explore.measures",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # fewer TensorFlow C++ log l
 
 COMMANDS = {
     "run": ("explorer.serve", "start the app (--ops FILE_OR_MODULE adds your own ops)"),
-    "verify": ("explorer.verify", "run the gradient checker on the built-in ops, or on your code: verify TARGET..."),
+    "verify": ("explorer.checker.runner", "run the gradient checker on the built-in ops, or on your code: verify TARGET..."),
     "bench": ("explorer.bench.speed", "measure speed against the targets"),
 }
 

@@ -2,7 +2,7 @@
 
 The environment variable (set by ``gradient-explorer run --ops`` and ``make run OPS=``, see
 :mod:`explorer.serve`) names comma-separated targets, resolved against the working directory and
-discovered exactly as ``python -m explorer verify TARGET`` discovers them (:mod:`explorer.discover`).
+discovered exactly as ``python -m explorer verify TARGET`` discovers them (:mod:`explorer.checker.discover`).
 Loading happens once per server process (:func:`current`); no page, URL or typed text ever loads or
 runs code: a URL names a loaded op by its key only. Nothing here imports streamlit.
 
@@ -39,9 +39,10 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer import discover, sweeps
+from explorer.checker import discover
+from explorer.checker.timelimit import call_with_time_limit
+from explorer.explore import sweeps
 from explorer.serve import OPS_ENV
-from explorer.timelimit import call_with_time_limit
 
 SWEEP_TIME_LIMIT = 20.0  # seconds for one probe + sweep of a loaded op (a first trace takes about 1 s)
 CHECK_TIME_LIMIT = 30.0  # seconds per check in the app (the command line allows 120)
@@ -257,7 +258,7 @@ def module_of(key: str) -> str | None:
 
 # -- running user code safely ---------------------------------------------------------------------------
 def run_limited(function: Callable[[], Any], time_limit: float) -> Any:
-    """``function()`` within ``time_limit`` seconds (see :mod:`explorer.timelimit`)."""
+    """``function()`` within ``time_limit`` seconds (see :mod:`explorer.checker.timelimit`)."""
     return call_with_time_limit(function, time_limit, name="loaded-op")
 
 
@@ -349,7 +350,7 @@ def sweep(
     *,
     time_limit: float | None = None,
 ) -> sweeps.Sweep:
-    """:func:`explorer.sweeps.sweep` of a built-in or loaded op; a loaded op under the guards of the
+    """:func:`explorer.explore.sweeps.sweep` of a built-in or loaded op; a loaded op under the guards of the
     module docstring (UserOpError for its failures, ValueError for invalid inputs as for any op)."""
     spec = get(op)
     if not is_loaded(spec.key) or spec.user_function is None:
@@ -420,7 +421,7 @@ _CHECKS: OrderedDict[tuple, concurrent.futures.Future] = OrderedDict()
 
 
 def _run_checks(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> tuple:
-    from explorer import usercheck  # keras and the checks load only when a check is asked for
+    from explorer.checker import user as usercheck  # keras and the checks load only when a check is asked for
 
     return tuple(usercheck.check_function(spec, time_limit=time_limit, **params))
 

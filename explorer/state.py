@@ -30,7 +30,7 @@ from typing import Any
 
 import ops
 from explorer import expr, loaded
-from explorer.sweeps import MAX_ABS_X, MAX_N, MIN_N
+from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N
 
 DEFAULT_OP = "ste_sign"
 DTYPES = ops.DTYPES

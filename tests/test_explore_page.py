@@ -155,7 +155,7 @@ def _leaves(value, path: str = "") -> dict:
 
 
 def _assert_sent_as_built(sent: dict, built: dict) -> None:
-    """``sent`` (what the page sent) has every property of ``built`` (plotly's JSON of the figure explorer.figures
+    """``sent`` (what the page sent) has every property of ``built`` (plotly's JSON of the figure explorer.explore.figures
     builds) with its value, arrays to the float32 the figure holds; the title is in bold, as Streamlit's theme
     sets it; the template is gone (its values are in the figure, see the next test) and a data revision is set."""
     built_layout = {k: v for k, v in built["layout"].items() if k != "template"}
@@ -174,14 +174,14 @@ def _assert_sent_as_built(sent: dict, built: dict) -> None:
 
 def test_page_sends_the_figures_as_built_with_streamlits_theme_written_in(default_app):
     """The page hands st.plotly_chart ReadyFigures (prepared once, no validation, no copy, theme=None): what
-    reaches the browser is the figure explorer.figures builds, property for property, plus the values its
+    reaches the browser is the figure explorer.explore.figures builds, property for property, plus the values its
     template and Streamlit's theme give what the figure leaves open (hand-picked from plotly_white and
     Streamlit 1.67's theme; tests/e2e/test_figure_theme.py checks the whole resolved figure in Chromium)."""
     import plotly.io
 
-    from explorer import figures
-    from explorer.points import special_points
-    from explorer.sweeps import sweep
+    from explorer.explore import figures
+    from explorer.explore.points import special_points
+    from explorer.explore.sweeps import sweep
     from explorer.ui.widgets import ReadyFigure
 
     result = sweep("ste_sign")
@@ -247,9 +247,9 @@ def test_page_sends_each_table_as_st_dataframe_sends_the_pandas_frame_without_it
     import pyarrow as pa
     from streamlit import dataframe_util
 
-    from explorer.measures import metrics_table
-    from explorer.points import display_table, special_points
-    from explorer.sweeps import sweep
+    from explorer.explore.measures import metrics_table
+    from explorer.explore.points import display_table, special_points
+    from explorer.explore.sweeps import sweep
 
     result = sweep("ste_sign")
     sweeps = [sweep("ste_sign", params={"clip_value": c}) for c in (0.5, 1.0, 2.0)]

@@ -1,6 +1,6 @@
 """Figures of the explore view: breaks at jumps, filled/open markers, shading, legend, size.
 
-References are independent of ``explorer.figures``: values AT and beside each special point come
+References are independent of ``explorer.explore.figures``: values AT and beside each special point come
 from the op's own TensorFlow forward / autodiff or from a NumPy formula written here.
 """
 
@@ -15,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import figures
-from explorer.sweeps import Sweep, sweep
+from explorer.explore import figures
+from explorer.explore.sweeps import Sweep, sweep
 
 N = 2001
 _SWEEPS: dict[tuple, Sweep] = {}
@@ -31,7 +31,7 @@ def cached_sweep(key: str, n: int = N, **params) -> Sweep:
 
 
 def point_table(df: Sweep) -> pd.DataFrame:
-    from explorer.points import special_points
+    from explorer.explore.points import special_points
 
     return special_points(df)
 

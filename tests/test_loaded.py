@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import ops
-from explorer import export, loaded, sweeps
+from explorer import export, loaded
+from explorer.explore import sweeps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -157,7 +158,7 @@ def test_an_exported_op_loads_back_with_the_same_curves(tmp_path):
 def test_a_loaded_layer_trains_like_the_function_it_calls_in_both_modes(examples):
     """Same data and initial weights for every run; the first history row against a NumPy net with
     square forward and its half-of-autodiff backward (custom) or the numerical true gradient 2h (true)."""
-    from explorer import train
+    from explorer.train import trainer as train
     from tests.test_train import bce_gradients, bce_with_logits, forward
 
     layer = examples.layers["CustomSquareLayer"]
@@ -187,7 +188,7 @@ def test_a_loaded_layer_trains_like_the_function_it_calls_in_both_modes(examples
 
 
 def test_a_run_whose_op_raises_while_training_fails_alone_with_the_message(examples):
-    from explorer import train
+    from explorer.train import trainer as train
 
     session = train.Session(
         "xor", [train.Run(loaded.get("tanh_with_numpy_grad")), train.Run("atan")], learning_rate=0.1, seed=1

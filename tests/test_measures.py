@@ -1,4 +1,4 @@
-"""explorer.measures (explorer.metrics, explorer.metrics_table): peak, width, area, dead zone and mismatch against analytic values."""
+"""explorer.explore.measures (explorer.metrics, explorer.metrics_table): peak, width, area, dead zone and mismatch against analytic values."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import ops
+from explorer.explore.measures import COLUMNS, metrics, metrics_table
+from explorer.explore.points import special_points
+from explorer.explore.sweeps import sweep
 from explorer.expr import compile_op
-from explorer.measures import COLUMNS, metrics, metrics_table
-from explorer.points import special_points
-from explorer.sweeps import sweep
 
 
 def _one(df, points=None):

@@ -1,4 +1,4 @@
-"""explorer.points: declared vs detected special points, one-sided limits, undeclared points."""
+"""explorer.explore.points: declared vs detected special points, one-sided limits, undeclared points."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer.points import COLUMNS, special_points
-from explorer.sweeps import sweep
+from explorer.explore.points import COLUMNS, special_points
+from explorer.explore.sweeps import sweep
 from tests.reference import param_sets
 
 
@@ -164,7 +164,7 @@ def test_display_table_is_the_table_selected_renamed_with_none_for_missing_gradi
     included, for every op (some have no special points, some a missing true gradient)."""
     import pandas as pd
 
-    from explorer.points import DISPLAY_COLUMNS, display_table
+    from explorer.explore.points import DISPLAY_COLUMNS, display_table
 
     for key in ops.names():
         table = special_points(sweep(key, dtype=dtype))
@@ -183,7 +183,7 @@ def test_zooming_two_rounds_per_evaluation_gives_the_table_of_one_round_per_eval
     those zoomed one round per call, bit for bit."""
     import pandas as pd
 
-    from explorer import points
+    from explorer.explore import points
 
     @tf.custom_gradient
     def stairs(x):

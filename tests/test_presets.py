@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer import preset_figures, presets, tasks, train
-from explorer.train_figures import layer_norm_figure, snapshot_epochs
+from explorer.train import preset_figures, presets, tasks
+from explorer.train import trainer as train
+from explorer.train.figures import layer_norm_figure, snapshot_epochs
 
 ROOT_2PI = math.sqrt(2 * math.pi)
 

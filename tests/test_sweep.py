@@ -1,4 +1,4 @@
-"""explorer.sweeps: the Sweep, grid, values against NumPy formulas, argument checks, no retracing, decimation."""
+"""explorer.explore.sweeps: the Sweep, grid, values against NumPy formulas, argument checks, no retracing, decimation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer.sweeps import decimate, sweep, trace_count
+from explorer.explore.sweeps import decimate, sweep, trace_count
 from tests.messages import assert_tells
 
 FLOAT_COLUMNS = ["x", "forward", "true_grad", "custom_grad"]
@@ -340,7 +340,7 @@ def test_package_exports_the_computation_functions():
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_the_flat_call_of_the_compiled_sweep_equals_its_public_call(dtype):
     """sweeps._Compiled calls the concrete function's _call_flat; it must give what the public call gives."""
-    from explorer import sweeps
+    from explorer.explore import sweeps
 
     for key in ops.names():
         spec = ops.get(key)

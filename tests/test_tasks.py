@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from explorer import tasks
+from explorer.train import tasks
 from tests.messages import assert_tells
 
 ALL = tasks.names()

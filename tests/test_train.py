@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import tasks, train
+from explorer.train import tasks
+from explorer.train import trainer as train
 from tests.messages import assert_tells
 
 SEED = 0

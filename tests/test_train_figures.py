@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from explorer.train_figures import (
+from explorer.train.figures import (
     MAX_PANELS_PER_ROW,
     SNAPSHOT_COLOURS,
     TEMPLATE,

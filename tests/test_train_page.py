@@ -99,7 +99,7 @@ def fragment_only_app():
 def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     """Results are derived, not an event: a fragment run after training ended shows them too, so a
     full rerun that never reaches the browser cannot leave the user at 100 % without results."""
-    from explorer import train
+    from explorer.train import trainer as train
 
     session = train.Session("xor", [train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
     session.step(3)
@@ -141,7 +141,7 @@ PRESET_NUMBERS = {
 def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_numbers(key):
     import re
 
-    from explorer import presets
+    from explorer.train import presets
 
     preset = presets.get(key)
     app = _preset_app(key)

@@ -109,7 +109,7 @@ def test_numerical_derivative_spikes_to_one_over_two_steps_at_a_jump():
 
 
 def test_metrics_and_figures_take_a_user_sweep(square_sweep):
-    from explorer.figures import main_figure
+    from explorer.explore.figures import main_figure
 
     table = explorer.metrics(square_sweep)
     assert len(table) > 0
@@ -119,7 +119,7 @@ def test_metrics_and_figures_take_a_user_sweep(square_sweep):
 
 
 def test_the_trainer_builds_a_model_with_a_user_op(square_spec):
-    from explorer import train
+    from explorer.train import trainer as train
 
     for mode in ("custom", "true"):
         model = train.build_model(2, train.Run(square_spec, gradient=mode))

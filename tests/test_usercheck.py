@@ -17,7 +17,9 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import discover, testing, usercheck, verify
+from explorer import testing
+from explorer.checker import checks, discover, guardrail, runner
+from explorer.checker import user as usercheck
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "CustomSquareLayer")
@@ -36,7 +38,7 @@ def examples_run():
     """(exit code, {(op, check): row}) of ``python -m explorer verify examples/ --json``."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = verify.main([str(EXAMPLES), "--json"])
+        code = runner.main([str(EXAMPLES), "--json"])
     rows = json.loads(out.getvalue())
     return code, {(row["op"], row["check"]): row for row in rows}
 
@@ -204,13 +206,13 @@ def test_a_hung_check_fails_within_the_time_limit():
 def test_after_a_timeout_the_remaining_checks_are_not_run():
     ran = []
 
-    def slow() -> verify.Check:
+    def slow() -> checks.Check:
         time.sleep(2.0)
-        return verify.Check("finite", True, "ok")
+        return checks.Check("finite", True, "ok")
 
-    def later() -> verify.Check:
+    def later() -> checks.Check:
         ran.append("later")
-        return verify.Check("graph", True, "ok")
+        return checks.Check("graph", True, "ok")
 
     results = usercheck._run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
     assert [r.level for r in results] == ["fail", "warn", "warn"] and not ran
@@ -380,7 +382,7 @@ def test_cli_bad_input_is_one_clear_line_and_exit_2(tmp_path, capsys, source, sa
     path = tmp_path / "target_mod.py"
     if source is not None:
         path.write_text(source)
-    assert verify.main([str(path)]) == 2
+    assert runner.main([str(path)]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
@@ -418,7 +420,7 @@ def test_assert_custom_gradient_lists_each_failed_check():
 
 
 def test_testing_does_not_import_streamlit():
-    source = Path(testing.__file__).read_text() + Path(usercheck.__file__).read_text()
+    source = Path(guardrail.__file__).read_text() + Path(testing.__file__).read_text() + Path(usercheck.__file__).read_text()
     assert "streamlit" not in source.replace("Nothing here imports streamlit", "")
 
 
@@ -426,7 +428,7 @@ def test_testing_does_not_import_streamlit():
 def test_checker_rows_have_the_check_record_fields(examples_run):
     for row in examples_run[1].values():
         assert set(row) == {"op", "check", "level", "passed", "message"}
-        assert row["level"] in verify.LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
+        assert row["level"] in checks.LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
 
 
 @pytest.mark.slow
@@ -440,25 +442,25 @@ def test_verify_check_runs_the_user_checks_on_a_user_op(monkeypatch):
 
     def fake(spec, /, **params):
         calls.append((spec.key, params))
-        return [verify.Check("finite", True, "ok")]
+        return [checks.Check("finite", True, "ok")]
 
     monkeypatch.setattr(usercheck, "check_function", fake)
     spec = ops.from_function(exp_op)
-    assert verify.check(spec) == [verify.Check("finite", True, "ok")]
+    assert runner.check(spec) == [checks.Check("finite", True, "ok")]
     assert calls == [("exp_op", {})]
 
 
 def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
     def function_checks(spec, /, **params):
-        return [verify.Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
+        return [checks.Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
 
     def layer_checks(layer_class, functions=None, **kwargs):
         assert [name for name, _ in functions] == ["square_with_scaled_grad"]
-        return [verify.Check("keras_save", True, "not registered", "warn")]
+        return [checks.Check("keras_save", True, "not registered", "warn")]
 
     monkeypatch.setattr(usercheck, "check_function", function_checks)
     monkeypatch.setattr(usercheck, "check_layer", layer_checks)
-    assert verify.main([str(EXAMPLES / "square.py")]) == 0
+    assert runner.main([str(EXAMPLES / "square.py")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].split() == ["op", "check", "result", "message"]
     assert lines[1].split()[:3] == ["square_with_scaled_grad", "vs_autodiff", "warn"]
@@ -467,7 +469,7 @@ def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
 
 
 def test_cli_refuses_targets_and_op_together(capsys):
-    assert verify.main([str(EXAMPLES), "--op", "atan"]) == 2
+    assert runner.main([str(EXAMPLES), "--op", "atan"]) == 2
     assert "not both" in capsys.readouterr().err
 
 
@@ -496,12 +498,12 @@ def test_the_guardrail_leaves_the_callers_random_state_alone():
     expected = (random.random(), np.random.random())
     random.seed(123)
     np.random.seed(123)
-    testing.custom_gradient_checks(square_with_scaled_grad)
+    guardrail.custom_gradient_checks(square_with_scaled_grad)
     assert (random.random(), np.random.random()) == expected
 
 
 def test_a_timeout_error_raised_by_the_users_code_is_not_a_time_limit():
-    def raises_timeout() -> verify.Check:
+    def raises_timeout() -> checks.Check:
         raise TimeoutError("the user's own socket timed out")
 
     result = usercheck.run_limited("finite", raises_timeout, time_limit=30)

@@ -11,9 +11,10 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import expr, verify
+from explorer import expr
+from explorer.checker import checks, runner
 
-CHECK_NAMES = list(verify.CHECKS)
+CHECK_NAMES = list(checks.CHECKS)
 
 
 def hand_op(key, *, forward=None, surrogate=None, backward=None, params=(), points=None):
@@ -41,27 +42,27 @@ def by_name(results):
 
 # -- the Check record ----------------------------------------------------------------------------------
 def test_a_warning_passes_and_only_a_failure_fails():
-    assert verify.Check("finite", True, "worth a look", "warn").passed
-    assert not verify.Check("finite", False, "bad", "fail").passed
+    assert checks.Check("finite", True, "worth a look", "warn").passed
+    assert not checks.Check("finite", False, "bad", "fail").passed
 
 
 @pytest.mark.parametrize("passed,level", [(True, "fail"), (False, "pass"), (True, "maybe")])
 def test_check_rejects_a_level_that_contradicts_passed(passed, level):
     with pytest.raises(ValueError, match="level"):
-        verify.Check("finite", passed, "message", level)
+        checks.Check("finite", passed, "message", level)
 
 
 # -- every built-in op passes -------------------------------------------------------------------------------
 @pytest.mark.parametrize("key", ops.names())
 def test_builtin_op_passes_every_check(key):
-    results = verify.check(key)
+    results = runner.check(key)
     assert [r.name for r in results] == CHECK_NAMES
     failed = [f"{r.name}: {r.message}" for r in results if not r.passed]
     assert not failed, failed
 
 
 def test_builtin_op_given_as_spec_and_with_parameters():
-    results = by_name(verify.check(ops.get("ste_sign"), clip_value=0.5))
+    results = by_name(runner.check(ops.get("ste_sign"), clip_value=0.5))
     assert all(r.passed for r in results.values())
     # ste_sign's custom gradient (1 inside |x| <= 0.5) differs from autodiff of sign (0): intentional
     assert results["vs_autodiff"].message.startswith("intentional")
@@ -70,15 +71,15 @@ def test_builtin_op_given_as_spec_and_with_parameters():
 
 def test_bad_arguments_raise():
     with pytest.raises(KeyError, match="no_such_op"):
-        verify.check("no_such_op")
+        runner.check("no_such_op")
     with pytest.raises(ValueError, match="alpha"):
-        verify.check("atan", alpha=-5.0)
+        runner.check("atan", alpha=-5.0)
 
 
 # -- broken ops are reported, never raised -------------------------------------------------------------------
 def test_log_gradient_is_nan_for_negative_x_and_says_where():
     op = expr.compile_op("log_grad", "where(x > 0, 1, 0)", "log(x)", points=[0.0])
-    results = by_name(verify.check(op))
+    results = by_name(runner.check(op))
     finite = results["finite"]
     assert finite.level == "fail" and not finite.passed
     # log(x) is NaN for x < 0 (1000 grid points from -3 up to -0.003) and -inf at 0
@@ -88,7 +89,7 @@ def test_log_gradient_is_nan_for_negative_x_and_says_where():
 
 def test_gradient_of_the_wrong_shape_is_caught():
     op = hand_op("reduced", backward=lambda x, dy, p: tf.reduce_sum(dy * x))
-    results = by_name(verify.check(op))
+    results = by_name(runner.check(op))
     assert results["shape_dtype"].level == "fail"
     assert "gradient has shape ()" in results["shape_dtype"].message
     assert "x's shape and dtype" in results["shape_dtype"].message
@@ -98,20 +99,20 @@ def test_gradient_of_the_wrong_shape_is_caught():
 def test_gradient_of_the_wrong_dtype_is_caught():
     """A surrogate in float64 breaks dy * g(x) for float32 inputs; a backward in float64 returns float64."""
     surrogate_op = hand_op("float64_surrogate", surrogate=lambda x, p: tf.cast(tf.ones_like(x), tf.float64))
-    results = by_name(verify.check(surrogate_op))
+    results = by_name(runner.check(surrogate_op))
     message = results["shape_dtype"].message
     assert results["shape_dtype"].level == "fail"
     assert "float16 scalar: computing output and gradient raised InvalidArgumentError" in message
     assert "double tensor" in message
 
     backward_op = hand_op("float64_backward", backward=lambda x, dy, p: tf.cast(dy, tf.float64))
-    message = by_name(verify.check(backward_op))["shape_dtype"].message
+    message = by_name(runner.check(backward_op))["shape_dtype"].message
     assert "float32 scalar: gradient dtype is float64" in message
 
 
 def test_none_gradient_is_caught():
     op = hand_op("no_grad", backward=lambda x, dy, p: None)
-    results = by_name(verify.check(op))
+    results = by_name(runner.check(op))
     assert results["finite"].level == "fail"
     assert "custom gradient is None" in results["finite"].message
     assert results["shape_dtype"].level == "fail"
@@ -126,7 +127,7 @@ def test_forward_that_is_not_graph_safe_fails_the_graph_check():
         params=(ops.Param("k", 1.0, 0.5, 2.0),),
         points=lambda p, dtype: [],
     )
-    results = by_name(verify.check(op))
+    results = by_name(runner.check(op))
     graph = results["graph"]
     assert graph.level == "fail"
     assert "tf.function raised AttributeError" in graph.message and "has no attribute 'numpy'" in graph.message
@@ -135,14 +136,14 @@ def test_forward_that_is_not_graph_safe_fails_the_graph_check():
 
 def test_undeclared_jump_fails_the_special_points_check():
     op = expr.compile_op("undeclared", "where(x > 0.5, 1, 0)", "1", points=[])
-    check = by_name(verify.check(op))["special_points"]
+    check = by_name(runner.check(op))["special_points"]
     assert check.level == "fail"
     assert "undeclared" in check.message and "x = 0.5" in check.message
 
 
 def test_declared_point_that_is_not_there_is_a_warning():
     op = expr.compile_op("extra_point", "where(x > 0, 1, 0)", "1 / (abs(x) + 1) ** 2", points=[0.0, 1.25])
-    check = by_name(verify.check(op))["special_points"]
+    check = by_name(runner.check(op))["special_points"]
     assert check.level == "warn" and check.passed
     assert "not detected" in check.message and "x = 1.25" in check.message
 
@@ -151,7 +152,7 @@ def test_user_surrogate_that_differs_from_autodiff_is_a_warning():
     op = expr.compile_op(
         "my_spike", "where(x > 0, 1, 0)", "1 / (k * abs(x) + 1) ** 2", params={"k": (25.0, 1.0, 100.0)}, points=[0.0]
     )
-    results = by_name(verify.check(op))
+    results = by_name(runner.check(op))
     check = results["vs_autodiff"]
     assert check.level == "warn" and check.passed
     # at x = 0 the surrogate is 1 / (0 + 1)^2 = 1 and autodiff of the step gives nothing (0)
@@ -162,27 +163,27 @@ def test_user_surrogate_that_differs_from_autodiff_is_a_warning():
 
 def test_user_op_whose_gradient_is_the_true_one_passes():
     op = expr.compile_op("square", "x ** 2", "2 * x")
-    check = by_name(verify.check(op))["vs_autodiff"]
+    check = by_name(runner.check(op))["vs_autodiff"]
     assert check.level == "pass"
     assert "equals autodiff" in check.message
 
 
 def test_zero_gradient_trains_nothing_and_warns():
     op = expr.compile_op("dead", "x", "0")
-    check = by_name(verify.check(op))["keras_fit"]
+    check = by_name(runner.check(op))["keras_fit"]
     assert check.level == "warn"
     assert "did not move" in check.message
 
 
 def test_where_summarises_runs():
     x = np.linspace(-1.0, 1.0, 5)
-    assert verify._where(x, np.array([True, True, False, False, True])) == "x in [-1, -0.5] (2 points), x = 1"
-    assert verify._where(x, np.zeros(5, bool)) == "nowhere"
+    assert checks._where(x, np.array([True, True, False, False, True])) == "x in [-1, -0.5] (2 points), x = 1"
+    assert checks._where(x, np.zeros(5, bool)) == "nowhere"
 
 
 # -- the command line ----------------------------------------------------------------------------------------
 def test_cli_table_for_one_op(capsys):
-    assert verify.main(["--op", "atan"]) == 0
+    assert runner.main(["--op", "atan"]) == 0
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0].split() == ["op", "check", "result", "message"]
@@ -192,7 +193,7 @@ def test_cli_table_for_one_op(capsys):
 
 
 def test_cli_json(capsys):
-    assert verify.main(["--op", "relu_at_zero", "--json"]) == 0
+    assert runner.main(["--op", "relu_at_zero", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [row["check"] for row in rows] == CHECK_NAMES
     assert {row["op"] for row in rows} == {"relu_at_zero"}
@@ -201,20 +202,20 @@ def test_cli_json(capsys):
 
 def test_cli_exits_1_when_a_check_fails(monkeypatch, capsys):
     def failing(op, /, **params):
-        return [verify.Check("finite", False, "the custom gradient is NaN at x = 0", "fail")]
+        return [checks.Check("finite", False, "the custom gradient is NaN at x = 0", "fail")]
 
-    monkeypatch.setattr(verify, "check", failing)
-    assert verify.main(["--op", "atan"]) == 1
+    monkeypatch.setattr(runner, "check", failing)
+    assert runner.main(["--op", "atan"]) == 1
     assert "fail" in capsys.readouterr().out
 
 
 def test_cli_rejects_an_unknown_op(capsys):
-    assert verify.main(["--op", "nope"]) == 2
+    assert runner.main(["--op", "nope"]) == 2
     assert "valid ops" in capsys.readouterr().err
 
 
 def test_cli_record(tmp_path, capsys):
-    assert verify.main(["--op", "scale_gradient", "--record", "--record-dir", str(tmp_path)]) == 0
+    assert runner.main(["--op", "scale_gradient", "--record", "--record-dir", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert len(written) == 2 and written[0].endswith(".json") and written[1].endswith(".md")
     record = json.loads((tmp_path / written[0]).read_text())

@@ -266,7 +266,7 @@ async def _bench(
                 )
             idle_op, loaded_op = _slider_ops()[:2]
             idle = await _slider_latencies(browser, url, floor_url, idle_op, moves)
-            from explorer.train import MAX_EPOCHS
+            from explorer.train.trainer import MAX_EPOCHS
 
             shots = ROOT / "test-artifacts" / "bench_browser"
             shots.mkdir(parents=True, exist_ok=True)

@@ -3,11 +3,11 @@
 What each preset computes before the page can show its numbers (what the Train page calls, without
 Streamlit's cache, so every repetition pays the full cost, tracing and compiling included):
 
-* ``yin2019``: :func:`explorer.presets.yin2019` for the three STEs (3,000 steps each) and the summary.
-* ``dann``: :func:`explorer.presets.dann` (10 seeds x 2 networks, XLA-compiled) and the summary.
-* ``zenke2021``: :func:`explorer.presets.shape_scale` (10 Heaviside networks, 300 epochs).
+* ``yin2019``: :func:`explorer.train.presets.yin2019` for the three STEs (3,000 steps each) and the summary.
+* ``dann``: :func:`explorer.train.presets.dann` (10 seeds x 2 networks, XLA-compiled) and the summary.
+* ``zenke2021``: :func:`explorer.train.presets.shape_scale` (10 Heaviside networks, 300 epochs).
 * ``depth``: the live preset's session (3 networks of 6 hidden layers) built and trained one epoch,
-  then :func:`explorer.presets.gradient_flow_table`: the first first/last ratio on the page.
+  then :func:`explorer.train.presets.gradient_flow_table`: the first first/last ratio on the page.
 
 Robustness on a shared machine: the presets are timed interleaved (each repetition times every
 preset once, in an order rotated by one per repetition, so slow spells of the machine spread over
@@ -26,7 +26,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from explorer import presets, train
+from explorer.train import presets
+from explorer.train import trainer as train
 
 
 def _yin() -> object:

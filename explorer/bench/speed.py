@@ -17,7 +17,7 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   ``numpy_1m_formulas_ms``. The whole benchmark runs with glibc's mmap threshold pinned
   (:func:`pin_allocator`): without that, the floor alone flipped between ~1.7 and ~8 ms.
 * ``param_change_retraces``: for every built-in op with parameters, sweep once, then sweep with
-  10 other values of its first parameter; the added traces (:func:`explorer.sweeps.trace_count`),
+  10 other values of its first parameter; the added traces (:func:`explorer.explore.sweeps.trace_count`),
   summed over the ops. The target is 0.
 * ``rerun_vs_floor`` and ``rerun_ms``: AppTest of ``app.py`` and of :data:`FLOOR_PAGE` (the smallest
   page a user could write for the same interaction, written here, nothing of the project imported)
@@ -38,7 +38,7 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   the slowest preset, ``preset_first_result_s_by_preset`` has each (target: every one under 10 s).
   Skipped under ``--quick`` (SKIP in the table, listed in ``skipped`` in the JSON).
 * ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
-  ``st.plotly_chart`` sends) of :func:`explorer.figures.main_figure` for the 1,000,000-point sweep.
+  ``st.plotly_chart`` sends) of :func:`explorer.explore.figures.main_figure` for the 1,000,000-point sweep.
 
 Extras (not targets): per-op sweep times, the 1M sweep and NumPy times, special-point and figure
 build times for 2k and 1M points, the floor page's rerun, the rerun with no widget change,
@@ -198,7 +198,7 @@ def interleave(baseline: Callable[[], float], measured: Callable[[], float], pai
 def measure_sweep_2k(reps: Repetitions) -> dict[str, Any]:
     """Per op: one warm-up sweep (traces on first use), then the median of ``reps.sweep_2k``."""
     import ops
-    from explorer.sweeps import sweep
+    from explorer.explore.sweeps import sweep
 
     per_op = {}
     for key in ops.names():
@@ -246,7 +246,7 @@ def measure_sweep_1m(reps: Repetitions) -> dict[str, Any]:
     """TF sweep and NumPy floor interleaved (floor, sweep, floor, sweep, ...) with another process busy
     on a CPU (:func:`busy_neighbour`); the figure is the median of the per-pair ratios."""
     import ops
-    from explorer.sweeps import sweep
+    from explorer.explore.sweeps import sweep
 
     slope = float(ops.get("fast_sigmoid").defaults()["slope"])
     x = np.linspace(-3.0, 3.0, ONE_MILLION, dtype=np.float32)
@@ -279,7 +279,7 @@ def parameter_values(param, count: int = RETRACE_VALUES) -> list[float]:
 def measure_retraces(reps: Repetitions) -> dict[str, Any]:
     """Traces added by sweeping each op with 10 new values of its first parameter (0 is the target)."""
     import ops
-    from explorer.sweeps import sweep, trace_count
+    from explorer.explore.sweeps import sweep, trace_count
 
     by_op = {}
     for key in ops.names():
@@ -497,7 +497,7 @@ def _train_kwargs() -> dict[str, Any]:
 
 def measure_train(reps: Repetitions) -> dict[str, Any]:
     """Full ``compare`` calls (build + compile + 300 epochs), then warm epochs of one reset session."""
-    from explorer import train
+    from explorer.train import trainer as train
 
     times = []
     for _ in range(reps.train):
@@ -522,7 +522,7 @@ def measure_train(reps: Repetitions) -> dict[str, Any]:
 
 def measure_relu_ratio(reps: Repetitions) -> dict[str, Any]:
     """ReLU and ``fast_sigmoid`` in one session (interleaved chunk by chunk): median ratio of warm steps/s."""
-    from explorer import train
+    from explorer.train import trainer as train
 
     session = train.Session(TRAIN_TASK, [train.Run(None), train.Run(TRAIN_OP)], **_train_kwargs())
     session.step(TRAIN_EPOCHS)  # compiles both
@@ -545,9 +545,9 @@ def measure_figures(reps: Repetitions) -> dict[str, Any]:
     """Figure build time (special points given, as the app caches them) and JSON size, 2k and 1M points."""
     import plotly.io
 
-    from explorer.figures import main_figure
-    from explorer.points import special_points
-    from explorer.sweeps import sweep
+    from explorer.explore.figures import main_figure
+    from explorer.explore.points import special_points
+    from explorer.explore.sweeps import sweep
 
     out: dict[str, Any] = {}
     for label, n in (("2k", SWEEP_POINTS), ("1m", ONE_MILLION)):
@@ -609,7 +609,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
 
 def machine_info() -> dict[str, Any]:
     """Cores, load, versions: what a reader needs to compare two benchmark records."""
-    from explorer.verify import environment
+    from explorer.checker.runner import environment
 
     return {
         "cores": os.cpu_count(),

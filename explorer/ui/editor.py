@@ -12,8 +12,11 @@ from __future__ import annotations
 import streamlit as st
 
 import ops
-from explorer import export, expr, figures, verify
-from explorer.points import display_table, special_points
+from explorer import export, expr
+from explorer.checker import checks, runner
+from explorer.explore import figures
+from explorer.explore.points import display_table, special_points
+from explorer.explore.sweeps import sweep
 from explorer.state import (
     DEFAULT,
     EDITOR_SOURCE_KEY,
@@ -22,7 +25,6 @@ from explorer.state import (
     editor_from_query,
     editor_to_query,
 )
-from explorer.sweeps import sweep
 from explorer.ui.widgets import literal, show_formulas
 
 MAX_PARAMS = expr.MAX_PARAMS
@@ -49,8 +51,8 @@ def cached_view(source: EditorSource, values: tuple[tuple[str, float], ...]):
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Running the gradient checker...")
-def cached_checks(source: EditorSource, values: tuple[tuple[str, float], ...]) -> list[verify.Check]:
-    return verify.check(compiled_op(source), **dict(values))
+def cached_checks(source: EditorSource, values: tuple[tuple[str, float], ...]) -> list[checks.Check]:
+    return runner.check(compiled_op(source), **dict(values))
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
@@ -177,7 +179,7 @@ def _sliders(spec: ops.OpSpec, source: EditorSource) -> dict[str, float]:
     return values
 
 
-def _checklist(checks: list[verify.Check]) -> None:
+def _checklist(checks: list[checks.Check]) -> None:
     for result in checks:
         text = f"**{result.name}**: {result.message}"
         if result.level == "pass":

@@ -13,12 +13,13 @@ import pandas as pd
 import streamlit as st
 
 import ops
-from explorer import figures, loaded
+from explorer import loaded
 from explorer import state as url_state
-from explorer.measures import COLUMNS as METRIC_COLUMNS
-from explorer.measures import metrics_records
-from explorer.points import display_columns, special_points
-from explorer.sweeps import Sweep
+from explorer.explore import figures
+from explorer.explore.measures import COLUMNS as METRIC_COLUMNS
+from explorer.explore.measures import metrics_records
+from explorer.explore.points import display_columns, special_points
+from explorer.explore.sweeps import Sweep
 from explorer.ui import yours
 from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_figure, show_formulas
 
@@ -100,7 +101,7 @@ def cached_compare(compare_key: tuple):
 
 
 def _metrics_arrow(sweeps: list[Sweep], labels: list[str]):
-    """:func:`explorer.measures.metrics_table` as the Arrow table st.dataframe sends (its columns, no index)."""
+    """:func:`explorer.explore.measures.metrics_table` as the Arrow table st.dataframe sends (its columns, no index)."""
     records = metrics_records(sweeps, labels)
     return arrow_table({name: [record[name] for record in records] for name in ("label", *METRIC_COLUMNS)})
 

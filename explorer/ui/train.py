@@ -18,7 +18,7 @@ Two rules keep the page right under load (several users, slow reruns):
   no longer depend on that rerun reaching the browser: a timer tick that lands after it draws
   them too.
 
-Presets (``explorer.presets``, also ``/train?preset=<key>``) set every control through the widgets'
+Presets (``explorer.train.presets``, also ``/train?preset=<key>``) set every control through the widgets'
 session-state keys before the widgets render; a live preset (``depth``) then starts its session like
 Start does, the others run their preset function (cached once per server, see the note above
 ``_yin``) and show its tables and figures. The preset's box is filled after the controls are drawn,
@@ -41,9 +41,11 @@ import pandas as pd
 import streamlit as st
 
 import ops
-from explorer import loaded, preset_figures, presets, tasks, train
+from explorer import loaded
 from explorer import state as url_state
-from explorer.train_figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
+from explorer.train import preset_figures, presets, tasks
+from explorer.train import trainer as train
+from explorer.train.figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
 from explorer.ui.widgets import ReadyFigure, literal, show_figure
 
 SESSION_KEY = "train.session"

@@ -59,7 +59,7 @@ def _arrow_column(values: Sequence[Any] | np.ndarray) -> pa.Array:
 
 
 class ReadyFigure(BaseFigure):
-    """A figure spec of :mod:`explorer.figures` (plain dicts) prepared once to be sent by :func:`show_figure`:
+    """A figure spec of :mod:`explorer.explore.figures` (plain dicts) prepared once to be sent by :func:`show_figure`:
     themed as Streamlit would theme it (:func:`_themed`), its arrays NumPy arrays that plotly's orjson engine
     writes as JSON numbers, and, when every axis has a range (:func:`_with_range_hints`), ``layout.datarevision``
     a digest of the traces' arrays and lists: Streamlit's second plotly call then restyles instead of redrawing
@@ -72,7 +72,7 @@ class ReadyFigure(BaseFigure):
     ``BaseFigure`` test and its ``to_dict`` returns the prepared spec, so a cached figure costs a rerun only
     the JSON writing (orjson: ~0.3 ms for the main figure). Numbers, not plotly's base64 typed arrays:
     plotly.js decodes a typed array anew on every call, so each call would see new data and redraw it all.
-    It holds no plotly object tree (``BaseFigure.__init__`` is not run, so use :func:`explorer.figures.as_figure`
+    It holds no plotly object tree (``BaseFigure.__init__`` is not run, so use :func:`explorer.explore.figures.as_figure`
     of :attr:`spec` for a real Figure) and is read-only: safe to share from ``st.cache_resource``.
     ``tests/test_explore_page.py`` checks what the page sends, so a Streamlit that stops calling ``to_dict``
     fails a test, not a user.
@@ -90,7 +90,7 @@ class ReadyFigure(BaseFigure):
 
     @property
     def spec(self) -> dict:
-        """The figure spec as :mod:`explorer.figures` made it (NumPy arrays, plotly_white template)."""
+        """The figure spec as :mod:`explorer.explore.figures` made it (NumPy arrays, plotly_white template)."""
         return self._spec
 
     def to_dict(self) -> dict:

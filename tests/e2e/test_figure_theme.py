@@ -32,9 +32,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import figures, train_figures
-from explorer.points import special_points
-from explorer.sweeps import sweep
+from explorer.explore import figures
+
+from explorer.train import figures as train_figures
+from explorer.explore.points import special_points
+from explorer.explore.sweeps import sweep
 from explorer.ui.widgets import ReadyFigure, show_figure
 
 st.set_page_config(layout="wide")

@@ -10,8 +10,8 @@ import time
 import pytest
 
 import ops
-from explorer import train
 from explorer.bench import harness
+from explorer.train import trainer as train
 from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.e2e

@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 import ops
-from explorer import detect
-from explorer.sweeps import Sweep, numpy_dtype
+from explorer.explore import detect
+from explorer.explore.sweeps import Sweep, numpy_dtype
 
 COLUMNS = (
     "x",

@@ -27,9 +27,11 @@ import pandas as pd
 import tensorflow as tf
 
 import ops
-from explorer import tasks, train
+from explorer.train import tasks
 
 # -- Yin et al. 2019 -----------------------------------------------------------------------------------
+from explorer.train import trainer as train
+
 YIN_HIDDEN = 4  # m: rows of Z, hidden units
 YIN_INPUT = 10  # n: columns of Z, input dimension
 YIN_TEACHER_V = np.array([1.0, 1.0, 1.0, -1.0])  # v*

@@ -3,7 +3,7 @@
 Pure functions returning ``plotly.graph_objects.Figure``. Every run keeps one colour in every
 figure, and prediction panels share one colour scale so runs compare at a glance. The two figures
 redrawn on every tick of live training also come as plain specs (``*_spec``, see
-:func:`explorer.figures.as_figure`): validating plotly objects cost ~55 ms a tick, per user, on the
+:func:`explorer.explore.figures.as_figure`): validating plotly objects cost ~55 ms a tick, per user, on the
 server thread everyone's slider moves wait for.
 """
 
@@ -19,9 +19,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.figures import COMPARE_COLOURS, as_figure, template_json
-from explorer.tasks import Dataset
-from explorer.train import GridPrediction
+from explorer.explore.figures import COMPARE_COLOURS, as_figure, template_json
+from explorer.train.tasks import Dataset
+from explorer.train.trainer import GridPrediction
 
 TEMPLATE = "plotly_white"
 CLASS_COLOURS = ("#D55E00", "#0072B2")  # class 0, class 1 (Okabe-Ito vermillion, blue)

@@ -43,7 +43,7 @@ import pandas as pd
 import tensorflow as tf
 
 import ops
-from explorer import tasks
+from explorer.train import tasks
 
 MAX_EPOCHS = 2000
 MAX_WIDTH = 64
@@ -766,7 +766,7 @@ def compare(
 ) -> list[RunResult]:
     """Train every run on ``task`` from the same initial weights and batch order; never raises
     for a diverging or gradient-less run (see ``RunResult.status``). ``batch_size=None`` is full batch.
-    A task name is generated with :func:`explorer.tasks.make` (512 points, noise 0.1, this seed)."""
+    A task name is generated with :func:`explorer.train.tasks.make` (512 points, noise 0.1, this seed)."""
     epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
     session = Session(
         task,

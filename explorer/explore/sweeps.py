@@ -51,7 +51,7 @@ import pandas as pd
 import tensorflow as tf
 
 import ops
-from explorer import detect
+from explorer.explore import detect
 
 COLUMNS = ("x", "forward", "true_grad", "custom_grad", "true_grad_missing", "point")
 POINT_CATEGORIES = ("", *ops.KINDS)
@@ -512,7 +512,7 @@ def decimate(result: Sweep, max_points: int = 5000) -> Sweep:
     """At most ~``max_points`` rows that keep the shape of every curve, for plotting.
 
     Keeps every special-point row and both its neighbours, both sides of every jump candidate
-    (:func:`explorer.detect.jump_intervals`) and of every NaN/inf edge of the forward / true /
+    (:func:`explorer.explore.detect.jump_intervals`) and of every NaN/inf edge of the forward / true /
     custom columns (at most ``max_points // 4`` of them, the largest first), and per bucket of
     consecutive rows the first, last, minimum and maximum row of each value column (M4
     aggregation). Returns ``result`` itself when it is already small enough.

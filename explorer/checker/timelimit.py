@@ -2,7 +2,7 @@
 
 Python cannot stop a thread, so an overrunning call is abandoned, not stopped: it runs on in a daemon
 thread (a hung op may keep a core busy until the process ends) while the caller gets a TimeoutError.
-Used by the checker (:mod:`explorer.usercheck`) and by the app's guarded sweeps (:mod:`explorer.loaded`).
+Used by the checker (:mod:`explorer.checker.user`) and by the app's guarded sweeps (:mod:`explorer.loaded`).
 """
 
 from __future__ import annotations

@@ -44,9 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.sweeps import sweep
-from explorer.timelimit import TimeLimitExceeded, call_with_time_limit
-from explorer.verify import (
+from explorer.checker.checks import (
     SWEEP_N,
     SWEEP_RANGE,
     UPSTREAM,
@@ -62,6 +60,8 @@ from explorer.verify import (
     check_shape_dtype,
     value_and_grad,
 )
+from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
+from explorer.explore.sweeps import sweep
 
 FUNCTION_CHECKS: dict[str, str] = {
     "finite": "forward and gradient finite on the sweep and at each dtype's hard places",
@@ -308,7 +308,7 @@ def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
 
 @_guarded("special_points")
 def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], result: Any = None) -> Check:
-    from explorer.points import special_points
+    from explorer.explore.points import special_points
 
     lo, hi = SWEEP_RANGE
     result = sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result
@@ -671,7 +671,7 @@ def check_layer(
     if not (isinstance(layer_class, type) and issubclass(layer_class, keras.layers.Layer)):
         raise TypeError(f"expected a keras.layers.Layer subclass, got {layer_class!r}")
     if functions is None:
-        from explorer import discover
+        from explorer.checker import discover
 
         module = discover.module_of(layer_class)
         functions = [(f.name, f.obj) for f in discover.members(module).functions] if module else []

@@ -8,8 +8,8 @@ tests build every figure again with validation on and compare.
 Drawing conventions (the point of the explorer is to make conventions visible):
 
 * a jump is a BREAK in the line, never a steep segment: each curve is cut where the special-points
-  table (declared points, and the points :mod:`explorer.points` detected and confirmed) says it
-  is discontinuous: on a grid row, on the side :func:`explorer.detect.discontinuous_sides` finds;
+  table (declared points, and the points :mod:`explorer.explore.points` detected and confirmed) says it
+  is discontinuous: on a grid row, on the side :func:`explorer.explore.detect.discontinuous_sides` finds;
   between two rows, for the curves the point's features name (a forward jump cuts the forward, a
   custom-gradient jump the custom gradient, a forward kink the true gradient);
 * at a special point the value AT the point is a filled marker, a one-sided limit that differs
@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer import detect
-from explorer.sweeps import Sweep, decimate
+from explorer.explore import detect
+from explorer.explore.sweeps import Sweep, decimate
 
 SERIES = ("forward", "true_grad", "custom_grad")
 SERIES_NAMES = {"forward": "forward", "true_grad": "true gradient (autodiff)", "custom_grad": "custom gradient"}
@@ -132,9 +132,9 @@ class _Points:
 
 
 def _points_for(result: Sweep, points: pd.DataFrame | None) -> _Points:
-    """The special-point table: as given, else computed by :func:`explorer.points.special_points`."""
+    """The special-point table: as given, else computed by :func:`explorer.explore.points.special_points`."""
     if points is None:
-        from explorer.points import special_points  # noqa: PLC0415  (only when not given)
+        from explorer.explore.points import special_points  # noqa: PLC0415  (only when not given)
 
         points = special_points(result)
     size = len(points)
@@ -591,8 +591,8 @@ def main_figure(
 ) -> go.Figure:
     """Forward | true gradient | custom gradient of one sweep (or forward | both gradients if ``overlay``).
 
-    ``points`` is the table of :func:`explorer.points.special_points` (computed when None). Every
-    curve has at most about ``max_points`` points (:func:`explorer.sweeps.decimate`), keeping every
+    ``points`` is the table of :func:`explorer.explore.points.special_points` (computed when None). Every
+    curve has at most about ``max_points`` points (:func:`explorer.explore.sweeps.decimate`), keeping every
     special point and both sides of every jump. :func:`main_figure_spec` is the same figure as dicts.
     """
     return as_figure(main_figure_spec(result, points, overlay=overlay, title=title, max_points=max_points))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from explorer.sweeps import Sweep
+from explorer.explore.sweeps import Sweep
 
 NORMALISED_TOLERANCE = 0.02
 EXCLUDE_STEPS = 2.5
@@ -65,9 +65,9 @@ def _jump_size(df: pd.DataFrame, forward: np.ndarray) -> float:
 
 
 def metrics(result: Sweep, points: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row of :data:`COLUMNS` for a :class:`explorer.sweeps.Sweep`.
+    """One row of :data:`COLUMNS` for a :class:`explorer.explore.sweeps.Sweep`.
 
-    ``points`` (a :func:`explorer.points.special_points` table) adds its points, undeclared ones
+    ``points`` (a :func:`explorer.explore.points.special_points` table) adds its points, undeclared ones
     included, to those excluded from ``max_abs_diff``; by default only the sweep's declared points are.
     """
     return pd.DataFrame([_metrics_row(result, points)], columns=list(COLUMNS))

@@ -1,4 +1,4 @@
-"""Figures of the presets (``explorer.presets``): pure functions returning ``plotly.graph_objects.Figure``."""
+"""Figures of the presets (``explorer.train.presets``): pure functions returning ``plotly.graph_objects.Figure``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.figures import COMPARE_COLOURS, KIND_COLOURS
-from explorer.train_figures import TEMPLATE
+from explorer.explore.figures import COMPARE_COLOURS, KIND_COLOURS
+from explorer.train.figures import TEMPLATE
 
 STE_COLOURS = {"identity": COMPARE_COLOURS[1], "relu": COMPARE_COLOURS[0], "clipped_relu": COMPARE_COLOURS[2]}
 

@@ -1,0 +1,227 @@
+"""Runs the checks: :func:`check` on one op, :func:`check_targets` on a team's files, and
+``python -m explorer verify`` (tables, JSON, dated records under ``verification/``).
+
+A built-in op gets the six checks of :mod:`explorer.checker.checks`; an op from your own code
+(``ops.from_function``) and a Keras layer get those of :mod:`explorer.checker.user`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import platform
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import tensorflow as tf
+
+import ops
+from explorer.checker import discover, user
+from explorer.checker.checks import (
+    SWEEP_N,
+    SWEEP_RANGE,
+    VERIFICATION_DIR,
+    Check,
+    check_finite,
+    check_graph,
+    check_keras_fit,
+    check_shape_dtype,
+    check_special_points,
+    check_vs_autodiff,
+)
+from explorer.explore.sweeps import sweep
+
+
+def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
+    """Run the six checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
+
+    Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
+    themselves never raise.
+    """
+    spec = ops.get(op)
+    resolved = spec.resolve(params)
+    if spec.user_function is not None:
+        return user.check_function(spec, **resolved)
+    lo, hi = SWEEP_RANGE
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")  # a new tf.function per op and per check is intended: no retracing warnings
+    try:
+        try:
+            result = sweep(spec, lo, hi, SWEEP_N, params=resolved)
+        except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
+            result = None
+        return [
+            check_finite(spec, resolved),
+            check_shape_dtype(spec, resolved),
+            check_graph(spec, resolved),
+            check_keras_fit(spec, resolved),
+            check_special_points(spec, resolved, result),
+            check_vs_autodiff(spec, resolved, result),
+        ]
+    finally:
+        logger.setLevel(level)
+
+
+# -- the command line ------------------------------------------------------------------------------------
+def run_all(keys: Iterable[str]) -> pd.DataFrame:
+    """One row per (op, check): op, check, level, passed, message."""
+    rows = []
+    for key in keys:
+        for result in check(key):
+            rows.append({"op": key, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
+    return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"])
+
+
+def format_table(results: pd.DataFrame, width: int = 100) -> str:
+    """A left-aligned plain-text table: op, check, result, message (cut to ``width`` characters)."""
+    op_width = max([len("op"), *results["op"].map(len)])
+    check_width = max([len("check"), *results["check"].map(len)])
+    lines = [f"{'op':<{op_width}}  {'check':<{check_width}}  result  message"]
+    for row in results.itertuples(index=False):
+        message = row.message if len(row.message) <= width else row.message[: width - 3] + "..."
+        lines.append(f"{row.op:<{op_width}}  {row.check:<{check_width}}  {row.level:<6}  {message}")
+    return "\n".join(lines)
+
+
+def summary_line(results: pd.DataFrame, seconds: float) -> str:
+    counts = results["level"].value_counts()
+    ops_count = results["op"].nunique()
+    return (
+        f"{ops_count} op(s), {len(results)} checks: {counts.get('pass', 0)} pass, {counts.get('warn', 0)} warn, "
+        f"{counts.get('fail', 0)} fail in {seconds:.1f} s"
+    )
+
+
+def environment() -> dict[str, str]:
+    """Versions and platform for a verification record (streamlit by metadata, never imported here)."""
+    versions = {"python": platform.python_version()}
+    for package in ("tensorflow", "keras", "streamlit", "numpy", "pandas", "plotly"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return {**versions, "platform": platform.platform(), "machine": platform.machine(), "system": platform.system()}
+
+
+def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFICATION_DIR) -> list[Path]:
+    """Write ``<date>-<system>-<machine>.json`` and ``.md`` under ``directory``; return both paths."""
+    env = environment()
+    today = _dt.date.today().isoformat()
+    stem = f"{today}-{env['system'].lower()}-{env['machine'].lower()}"
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "date": today,
+        "environment": env,
+        "summary": summary_line(results, seconds),
+        "all_passed": bool(results["passed"].all()),
+        "seconds": round(seconds, 1),
+        "checks": results.to_dict(orient="records"),
+    }
+    json_path = directory / f"{stem}.json"
+    json_path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    lines = [
+        f"# Verification record, {today}",
+        "",
+        *[f"- {name}: {value}" for name, value in env.items()],
+        "",
+        f"**{record['summary']}**",
+        "",
+        "| op | check | result | message |",
+        "|---|---|---|---|",
+        *[
+            f"| {r.op} | {r.check} | {r.level} | {r.message.replace('|', '/')} |"
+            for r in results.itertuples(index=False)
+        ],
+        "",
+    ]
+    md_path = directory / f"{stem}.md"
+    md_path.write_text("\n".join(lines), encoding="utf-8")
+    return [json_path, md_path]
+
+
+def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
+
+    Returns the rows (as :func:`run_all`) and one line per target or function that could not be
+    checked (missing, import error, nothing to check, a signature that cannot be an op).
+    """
+    found = discover.Discovered()
+    for target in targets:
+        found.extend(discover.discover(target))
+    problems = [str(error) for error in found.errors]
+    names = [item.name for item in found.functions + found.layers]
+    rows = []
+    for item in found.functions + found.layers:
+        label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
+        if item in found.functions:
+            try:
+                spec = ops.from_function(item.obj, key=item.name)
+            except (TypeError, ValueError) as error:
+                problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
+                continue
+            results = user.check_function(spec)
+        else:
+            siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
+            results = user.check_layer(item.obj, siblings)
+        for result in results:
+            rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
+    return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--json] [--record [--record-dir DIR]]``.
+
+    TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
+    built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
+    """
+    parser = argparse.ArgumentParser(prog="python -m explorer verify", description="Run the gradient checker.")
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="a .py file, a directory of .py files or a module name: check its custom-gradient functions and "
+        "Keras layers; default: the built-in ops",
+    )
+    parser.add_argument("--op", action="append", metavar="KEY", help="check only this op (repeatable); default: all")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument("--record", action="store_true", help="also write a dated record under verification/")
+    parser.add_argument("--record-dir", type=Path, default=VERIFICATION_DIR, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    problems: list[str] = []
+    if args.targets:
+        if args.op:
+            print("give either TARGETs (your code) or --op (built-in ops), not both", file=sys.stderr)
+            return 2
+        results, problems = check_targets(args.targets)
+    else:
+        keys = args.op or ops.names()
+        unknown = [key for key in keys if key not in ops.names()]
+        if unknown:
+            print(f"unknown op(s): {', '.join(unknown)}; valid ops: {', '.join(ops.names())}", file=sys.stderr)
+            return 2
+        results = run_all(keys)
+    seconds = time.perf_counter() - start
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if results.empty:
+        return 2
+    if args.json:
+        print(json.dumps(results.to_dict(orient="records"), indent=2))
+    else:
+        print(format_table(results))
+        print(summary_line(results, seconds))
+    if args.record:
+        for path in write_record(results, seconds, args.record_dir):
+            print(f"wrote {path}", file=sys.stderr)
+    if problems:
+        return 2
+    return 0 if results["passed"].all() else 1
