@@ -200,3 +200,26 @@ def test_python_dash_m_explorer_lists_its_commands():
     done = subprocess.run([sys.executable, "-m", "explorer"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 2
     assert all(command in done.stderr for command in ("run", "verify", "bench"))
+
+
+# -- the README a newcomer reads ---------------------------------------------------------------------------
+def test_readme_is_short_and_starts_with_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    assert "make run" in text and "make test" in text
+    assert text.index("make run") < text.index("## The three pages")
+
+
+def test_every_relative_link_and_picture_in_the_docs_exists():
+    texts = [ROOT / "README.md", ROOT / "RUNBOOK.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pictures = 0
+    for path in texts:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://", "#")):
+                continue
+            file_part = target.split("#")[0]
+            assert (path.parent / file_part).exists(), f"{path.name} links to missing {target}"
+            if file_part.endswith(".png"):
+                assert (path.parent / file_part).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                pictures += 1
+    assert pictures >= 1  # the README's screenshot of the Explore page

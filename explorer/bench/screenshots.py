@@ -1,0 +1,62 @@
+"""``python -m explorer.bench.screenshots``: the README's pictures, taken from the real app in Chromium.
+
+Serves the app (``harness.serve_app``), opens each view by its URL, waits until the page has settled and
+its main figure is drawn, and writes a PNG under ``docs/``. Tooling, not product: run it from a clone after a
+change that alters what a picture shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from explorer.bench import harness
+
+# name -> (URL query, extra server environment, the part of the page to keep: CSS selector or None)
+VIEWS: dict[str, tuple[str, dict[str, str], str | None]] = {
+    "explore": ("?op=fast_sigmoid&lo=-3&hi=3", {}, None),
+}
+
+
+async def take(name: str, url: str, path: Path, clip_selector: str | None) -> None:
+    async with harness.async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=harness.CHROMIUM, args=list(harness.CHROMIUM_ARGS))
+        try:
+            page = await (await browser.new_context(viewport=harness.VIEWPORT)).new_page()
+            await page.goto(url)
+            await harness.settle(page)
+            await page.wait_for_function(harness.FIGURE_JS, arg="main_figure", timeout=90_000)
+            await page.wait_for_timeout(1500)  # plotly's second draw (the measured width) is not a Streamlit state
+            if clip_selector:
+                await page.locator(clip_selector).first.screenshot(path=str(path))
+            else:
+                await page.screenshot(path=str(path))
+        finally:
+            await browser.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explorer.bench.screenshots", description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"views to take: {', '.join(VIEWS)} (default: all)")
+    parser.add_argument("--out", type=Path, default=harness.ROOT / "docs")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name not in VIEWS]
+    if unknown:
+        parser.error(f"unknown view(s) {', '.join(unknown)}; valid: {', '.join(VIEWS)}")
+    if not harness.chromium_available():
+        print(f"no Chromium at {harness.CHROMIUM} (Debian: apt-get install chromium)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.names or VIEWS:
+        query, env, clip = VIEWS[name]
+        with harness.serve_app(env=env) as server:
+            path = args.out / f"{name}.png"
+            asyncio.run(take(name, f"{server.url}/{query}", path, clip))
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
