@@ -37,10 +37,15 @@ _EXPORTS = {
     "metrics_table": "explorer.explore.measures",
 }
 
+# Packages reached as attributes without an import of their own (``explorer.train.compare(...)`` in a notebook).
+_PACKAGES = ("explore", "checker", "train", "testing")
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
+    if name in _PACKAGES:
+        return importlib.import_module(f"explorer.{name}")  # the import system sets the attribute
     if name not in _EXPORTS:
         raise AttributeError(f"module 'explorer' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
@@ -49,5 +54,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted({*globals(), *_EXPORTS, *_PACKAGES})
 
