@@ -335,14 +335,21 @@ class Panel:
         values = self.current()
         try:
             fresh = plot(self.spec, **values)
-        except ValueError as error:
-            self.message.value = f'<span style="color:{LEVEL_STYLES["fail"][0]}">{html.escape(str(error))}</span>'
+        except ValueError as error:  # a value out of range: the message names the allowed one
+            self._say(str(error))
+            return
+        except Exception as error:  # noqa: BLE001 - your function raised: said here, not lost in the widget log
+            self._say(f"your op raised {type(error).__name__}: {error}")
             return
         self.message.value = ""
         with self.figure.batch_update():
             self.figure.data = ()
             self.figure.add_traces(list(fresh.data))
             self.figure.layout = fresh.layout
+
+
+    def _say(self, text: str) -> None:
+        self.message.value = f'<span style="color:{LEVEL_STYLES["fail"][0]}">{html.escape(text)}</span>'
 
 
 def _param_control(widgets, param: ops.Param, value: float):

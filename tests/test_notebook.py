@@ -286,3 +286,16 @@ def test_interact_without_ipywidgets_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets now raises ImportError
     with pytest.raises(ImportError, match=re.escape("pip install gradient-explorer[notebook]")):
         explorer.interact("atan")
+
+
+def test_interact_says_when_your_op_raises_instead_of_losing_it_in_the_widget_log(monkeypatch):
+    panel = explorer.interact("atan", n=101)
+    shown = _figure_json(panel.figure)
+
+    def raising_plot(*args, **kwargs):
+        raise RuntimeError("the backward hit a bug")
+
+    monkeypatch.setattr(notebook, "plot", raising_plot)
+    panel.controls["alpha"].value = 3.0
+    assert "your op raised RuntimeError: the backward hit a bug" in panel.message.value
+    assert _figure_json(panel.figure) == shown
