@@ -229,3 +229,32 @@ def test_an_unchanged_rerun_in_a_fresh_process_passes_and_a_changed_one_fails(pi
                              env=env, cwd=tmp_path, timeout=300)  # fmt: skip
     assert changed.returncode == 1 and "largest relative change is 1 %" in changed.stderr
     assert path.read_text() == before  # comparing never rewrites the file
+
+
+@pytest.mark.slow
+def test_pytest_update_snapshots_re_records(pinned, tmp_path):
+    path = tmp_path / "hard_tanh_ste.json"
+    with pytest.warns(UserWarning):
+        snapshot.check_snapshot(pinned.hard_tanh_ste, path)
+    (tmp_path / "test_pin.py").write_text(textwrap.dedent(
+        """
+        import pinned_ops
+        from explorer.testing import assert_custom_gradient
+
+        def test_pinned():
+            pinned_ops.SCALE[0] = 1.5  # a changed backward
+            assert_custom_gradient(pinned_ops.hard_tanh_ste, snapshot="hard_tanh_ste.json")
+        """
+    ))  # fmt: skip
+    # only this plugin, loaded by name (installed, pytest would also load it by its entry point)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "CI": "true",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # fmt: skip
+    env.pop(snapshot.UPDATE_VARIABLE, None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "explorer.checker.pytest_plugin", "test_pin.py"]
+    failed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert failed.returncode == 1 and "pytest --update-snapshots" in failed.stdout, failed.stdout[-3000:]
+    updated = subprocess.run([*command, "--update-snapshots"], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, timeout=300)  # fmt: skip
+    assert updated.returncode == 0, updated.stdout[-3000:]
+    assert "re-recorded" in updated.stdout  # the warning, in pytest's summary
+    assert record(path)["values"]["float32"]["gradient"].max() == 1.5

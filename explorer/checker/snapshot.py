@@ -12,7 +12,8 @@ TensorFlow upgrade or a refactor passes them all. A snapshot pins the values:
   tolerance (:data:`RELATIVE_TOLERANCE`, relative to the recorded value, plus one rounding unit of the
   column's largest value so that noise around zero is not a change). Every changed value is listed; a
   1 % change of the gradient fails in float16, float32 and float64 (bfloat16's 8 bits allow one unit, 0.78 %);
-* ``GRADIENT_EXPLORER_UPDATE_SNAPSHOTS=1`` re-records an existing file (after an intended change).
+* ``GRADIENT_EXPLORER_UPDATE_SNAPSHOTS=1``, or ``pytest --update-snapshots``
+  (:mod:`explorer.checker.pytest_plugin`), re-records an existing file (after an intended change).
 
 The file records the TensorFlow, Keras and NumPy versions it was made with; a failure names them and the
 ones in use. It is small and diff-friendly: one line per dtype, each number written with the fewest digits
@@ -38,6 +39,7 @@ import tensorflow as tf
 
 import ops
 from explorer.checker.checks import Check, _error_text, _result
+from explorer.checker.pytest_plugin import UPDATE_VARIABLE
 from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.explore.sweeps import grid, numpy_dtype
 
@@ -46,7 +48,6 @@ SNAPSHOT_N = 61  # a step of 0.1
 # Relative tolerance per dtype: about one unit in the last place (float16, bfloat16), well above the few
 # units a new kernel of exp or tanh may move a float32 result, and rounding noise for float64.
 RELATIVE_TOLERANCE = {"float16": 1e-3, "bfloat16": 2.0**-7, "float32": 1e-5, "float64": 1e-10}
-UPDATE_VARIABLE = "GRADIENT_EXPLORER_UPDATE_SNAPSHOTS"
 VERSIONED = {"tensorflow": "TensorFlow", "keras": "Keras", "numpy": "NumPy"}
 VALUES = ("forward", "gradient")
 LISTED = 12  # changed values listed in a failure; the rest are counted
@@ -228,7 +229,7 @@ def _failure(path: Path, record: Mapping[str, Any], moved: list[dict[str, Any]],
             )
         if len(moved) > LISTED:
             lines.append(f"    ... and {len(moved) - LISTED} more")
-    lines.append(f"If the change is intended, re-record: {UPDATE_VARIABLE}=1 pytest ...")
+    lines.append(f"If the change is intended, re-record: pytest --update-snapshots (or {UPDATE_VARIABLE}=1 pytest)")
     return "\n".join(lines)
 
 
