@@ -117,16 +117,24 @@ def _layer_spec(layer: Any) -> ops.OpSpec:
     layer_class = layer if isinstance(layer, type) else type(layer)
     built = _layer_instances(layer)
 
+    # The weights go in as constants (Keras's stateless_call): a custom gradient that reads variables must take
+    # them in its backward, and the numerical true gradient of ops.user does not. They are fixed for a sweep.
+    weights = {
+        dtype: ([v.numpy() for v in instance.trainable_variables], [v.numpy() for v in instance.non_trainable_variables])
+        for dtype, instance in built.items()
+    }
+
     @tf.custom_gradient
     def through_layer(x):
-        instance = built.get(x.dtype.name, built["float32"])
+        dtype = x.dtype.name if x.dtype.name in built else "float32"
+        trainable, non_trainable = weights[dtype]
         with tf.GradientTape() as tape:
             tape.watch(x)
-            y = tf.cast(tf.reshape(instance(tf.reshape(x, (-1, 1))), tf.shape(x)), x.dtype)
+            out, _ = built[dtype].stateless_call(trainable, non_trainable, tf.reshape(x, (-1, 1)))
+            y = tf.cast(tf.reshape(out, tf.shape(x)), x.dtype)
 
-        def grad(dy, variables=None):
-            dx = tape.gradient(y, x, output_gradients=dy)
-            return (dx, [None] * len(variables)) if variables else dx
+        def grad(dy):
+            return tape.gradient(y, x, output_gradients=dy)
 
         return y, grad
 

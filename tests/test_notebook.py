@@ -222,6 +222,25 @@ def test_a_layer_is_swept_through_itself():
     np.testing.assert_allclose(result["true_grad"], 2 * x, rtol=1e-6, atol=1e-6)  # float64 twin: a clean difference
 
 
+def test_a_layer_with_a_weight_is_swept_with_its_weight():
+    import keras
+
+    class ScaledSign(keras.layers.Layer):
+        """A straight-through sign times a learnt scale (initialised to 2)."""
+
+        def build(self, input_shape):
+            self.scale = self.add_weight(shape=(), initializer=keras.initializers.Constant(2.0))
+
+        def call(self, inputs):
+            return self.scale * hard_tanh_ste(inputs * 1e3)  # ~sign(x), gradient passes where |x| <= 1e-3
+
+    result = explorer.sweep(ScaledSign, lo=-1, hi=1, n=201)
+    x = result["x"].to_numpy(np.float64)
+    np.testing.assert_allclose(result["forward"], 2.0 * np.clip(x * 1e3, -1, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(result["custom_grad"], 2e3 * (np.abs(x) <= 1e-3), rtol=1e-5)
+    assert explorer.plot(ScaledSign).layout.title.text.startswith("ScaledSign (Keras layer)")
+
+
 # -- training ----------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_plot_training_is_the_train_pages_loss_figure():
