@@ -201,6 +201,10 @@ def test_a_file_that_is_not_a_snapshot_fails_clearly(pinned, tmp_path):
     path.write_text("{not json")
     check = snapshot.check_snapshot(pinned.hard_tanh_ste, path)
     assert check.level == "fail" and "is not a snapshot" in check.message and "delete it to re-record" in check.message
+    path.write_text('{"values": {"float8": {"x": [0], "forward": [0], "gradient": [1]}}}')
+    assert "unknown dtype 'float8'" in snapshot.check_snapshot(pinned.hard_tanh_ste, path).message
+    path.write_text('{"values": {"float32": {"x": [0, 1], "forward": [0], "gradient": [1]}}}')
+    assert "differ in length" in snapshot.check_snapshot(pinned.hard_tanh_ste, path).message
 
 
 @pytest.mark.slow

@@ -107,10 +107,15 @@ def dumps(record: Mapping[str, Any]) -> str:
 
 
 def loads(text: str) -> dict[str, Any]:
+    """A snapshot's record, its columns as float64 arrays; ValueError for anything else."""
     record = json.loads(text)
-    for columns in record["values"].values():
+    for dtype, columns in record["values"].items():
+        if dtype not in RELATIVE_TOLERANCE:
+            raise ValueError(f"unknown dtype {dtype!r}; a snapshot holds {', '.join(RELATIVE_TOLERANCE)}")
         for name in ("x", *VALUES):
             columns[name] = np.asarray([float(v) for v in columns[name]], np.float64)  # float("nan") etc.
+        if not len(columns["x"]) == len(columns["forward"]) == len(columns["gradient"]):
+            raise ValueError(f"{dtype}: x, forward and gradient differ in length")
     return record
 
 
