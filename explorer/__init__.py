@@ -7,13 +7,17 @@ Nothing here imports streamlit; the pages in ``explorer.ui`` do.
     result.frame                                          # x, forward, true_grad, custom_grad, ...
     points = explorer.special_points(result)              # declared vs detected, one-sided values
     table = explorer.metrics(result)                      # peak, fwhm, area, dead zone, ...
+    explorer.plot(my_fn); explorer.check(my_fn)           # in a notebook: figure, coloured verdict table
+
+``sweep``, ``plot``, ``check``, ``plot_training`` and ``interact`` (:mod:`explorer.notebook`) take a built-in
+key, an ``OpSpec``, your ``@tf.custom_gradient`` function or a Keras layer directly.
 
 The packages are one per thing the product does: ``explorer.explore`` (sweeps, special points, metrics,
 figures), ``explorer.checker`` (the checker, ``python -m explorer verify`` and the pytest guardrail, whose
 public path is ``explorer.testing``), ``explorer.train`` (training, data sets, presets and their figures),
 ``explorer.expr`` (the safe expression language) and ``explorer.ui`` (the Streamlit pages). Beside them:
-``state`` (URL state), ``loaded`` (a team's ops named by the server's operator), ``export``, ``serve`` and
-``cpu``. docs/architecture.md draws the picture.
+``notebook`` (the calls above), ``state`` (URL state), ``loaded`` (a team's ops named by the server's
+operator), ``export``, ``serve`` and ``cpu``. docs/architecture.md draws the picture.
 """
 
 
@@ -23,16 +27,25 @@ import importlib
 _EXPORTS = {
     "Sweep": "explorer.explore.sweeps",
     "decimate": "explorer.explore.sweeps",
-    "sweep": "explorer.explore.sweeps",
+    "sweep": "explorer.notebook",  # explorer.explore.sweeps.sweep, taking your function or layer as well
+    "plot": "explorer.notebook",
+    "check": "explorer.notebook",
+    "plot_training": "explorer.notebook",
+    "interact": "explorer.notebook",
     "special_points": "explorer.explore.points",
     "metrics": "explorer.explore.measures",
     "metrics_table": "explorer.explore.measures",
 }
 
+# Packages reached as attributes without an import of their own (``explorer.train.compare(...)`` in a notebook).
+_PACKAGES = ("explore", "checker", "train", "testing")
+
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
+    if name in _PACKAGES:
+        return importlib.import_module(f"explorer.{name}")  # the import system sets the attribute
     if name not in _EXPORTS:
         raise AttributeError(f"module 'explorer' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
@@ -41,5 +54,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted({*globals(), *_EXPORTS, *_PACKAGES})
 

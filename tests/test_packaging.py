@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -59,4 +60,8 @@ def test_the_wheel_installs_the_command_and_the_pinned_requirements(wheel):
     (metadata,) = [name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")]
     required = {line.split(": ", 1)[1] for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist")}
     pinned = {line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")}
-    assert required == pinned
+    assert {line for line in required if "extra ==" not in line} == pinned
+    # the notebook extra (explorer.interact), and only it
+    extras = {line.split(";")[0].strip() for line in required if "extra ==" in line}
+    assert {line.split(";")[1].strip() for line in required if "extra ==" in line} == {'extra == "notebook"'}
+    assert {re.split(r"[<>=!~ ]", requirement)[0] for requirement in extras} == {"ipywidgets", "anywidget"}

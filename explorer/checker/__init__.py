@@ -5,5 +5,6 @@ page's check panels and the pytest guardrail (:mod:`explorer.testing`), with no 
 ``user`` the checks of a team's own function or Keras layer; ``runner`` runs them (:func:`runner.check`,
 :func:`runner.check_targets`) and is the command line; ``discover`` finds the functions and layers in a file,
 directory or module; ``timelimit`` cuts off a call that does not return; ``guardrail`` is
-``assert_custom_gradient``.
+``assert_custom_gradient``, whose ``snapshot=`` pins the values (``snapshot``; ``pytest_plugin`` adds
+``pytest --update-snapshots``).
 """

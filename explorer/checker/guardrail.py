@@ -62,9 +62,18 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
     return user.check_function(spec, time_limit=time_limit, **params)
 
 
-def assert_custom_gradient(fn_or_layer: Callable[..., Any] | type, /, **declarations: Any) -> list[Check]:
-    """Raise AssertionError listing every failed check (name: message); return all checks otherwise."""
+def assert_custom_gradient(
+    fn_or_layer: Callable[..., Any] | type, /, *, snapshot: str | None = None, **declarations: Any
+) -> list[Check]:
+    """Raise AssertionError listing every failed check (name: message); return all checks otherwise.
+
+    ``snapshot``: a JSON file that pins the forward and gradient values (:mod:`explorer.checker.snapshot`):
+    recorded when missing (a warning; a failure with ``CI=true``), compared otherwise."""
     results = custom_gradient_checks(fn_or_layer, **declarations)
+    if snapshot is not None:
+        from explorer.checker.snapshot import check_snapshot
+
+        results.append(check_snapshot(fn_or_layer, snapshot, **declarations))
     failed = [result for result in results if not result.passed]
     if failed:
         name = getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
