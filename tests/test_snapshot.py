@@ -262,3 +262,27 @@ def test_pytest_update_snapshots_re_records(pinned, tmp_path):
     assert updated.returncode == 0, updated.stdout[-3000:]
     assert "re-recorded" in updated.stdout  # the warning, in pytest's summary
     assert record(path)["values"]["float32"]["gradient"].max() == 1.5
+
+
+def test_a_positional_only_parameter_is_passed_when_pinning(tmp_path):
+    """examples/spike.py's slope is positional-only, so its backward returns two gradients: calling it with x
+    alone raises, and a snapshot that did so recorded no dtype at all."""
+    from examples.spike import fast_sigmoid_spike
+
+    path = tmp_path / "spike.json"
+    with pytest.warns(UserWarning, match="recorded"):
+        assert_custom_gradient(fast_sigmoid_spike, snapshot=str(path))
+    values = record(path)["values"]
+    assert list(values) == ["float16", "bfloat16", "float32", "float64"]
+    x, gradient = values["float64"]["x"], values["float64"]["gradient"]
+    np.testing.assert_allclose(gradient, 1.0 / (25.0 * np.abs(x) + 1.0) ** 2, rtol=1e-12)
+    np.testing.assert_array_equal(values["float64"]["forward"], (x > 0).astype(float))
+
+
+def test_the_readme_example_snapshot_still_matches():
+    """tests/snapshots/fast_sigmoid_spike.json is the README's example, recorded and committed."""
+    from examples.spike import fast_sigmoid_spike
+
+    path = Path(__file__).resolve().parent / "snapshots" / "fast_sigmoid_spike.json"
+    results = assert_custom_gradient(fast_sigmoid_spike, snapshot=str(path))
+    assert results[-1].name == "snapshot" and results[-1].level == "pass", results[-1].message

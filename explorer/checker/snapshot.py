@@ -148,7 +148,7 @@ def _callable(fn_or_layer: Any, params: Mapping[str, float] | None, declarations
     lo, hi = SNAPSHOT_RANGE
 
     def call(x):
-        return user.call(x, changed) if changed else user.fn(x)
+        return user.call(x, changed)  # positional-only parameters are always passed, as the signature asks
 
     def points(dtype: str) -> list[ops.Point]:
         return spec.points(lo, hi, dtype, **resolved)
@@ -172,16 +172,20 @@ def _evaluate(call: Callable[[tf.Tensor], tf.Tensor], x: np.ndarray, dtype: str)
     return {"forward": forward, "gradient": gradient}
 
 
-def record_values(call, points: Callable[[str], list[ops.Point]], dtypes) -> dict[str, dict[str, np.ndarray]]:
-    """Each dtype the function runs in: the snapshot grid and the values there (dtypes that raise are left out)."""
+def record_values(
+    call, points: Callable[[str], list[ops.Point]], dtypes, errors: dict[str, str] | None = None
+) -> dict[str, dict[str, np.ndarray]]:
+    """Each dtype the function runs in: the snapshot grid and the values there. A dtype that raises is left
+    out, its error kept in ``errors`` (dtype -> "Type: message") for the message when none runs."""
     lo, hi = SNAPSHOT_RANGE
     values = {}
     for dtype in dtypes:
         x, _ = grid(lo, hi, SNAPSHOT_N, dtype, points(dtype))
         try:
             values[dtype] = {"x": x.astype(np.float64), **_evaluate(call, x, dtype)}
-        except Exception:  # noqa: BLE001 - a dtype the function does not support is not pinned
-            continue
+        except Exception as error:  # noqa: BLE001 - a dtype the function does not support is not pinned
+            if errors is not None:
+                errors[dtype] = f"{type(error).__name__}: {error}"
     return values
 
 
@@ -250,11 +254,14 @@ def check_snapshot(fn_or_layer: Any, path: str | os.PathLike, /, **declarations:
                                            "never records one): run the test without CI=true and commit the file")  # fmt: skip
     if update or not path.exists():
         try:
-            values = call_with_time_limit(lambda: record_values(call, points, dtypes), time_limit, name="snapshot")
+            errors: dict[str, str] = {}
+            values = call_with_time_limit(lambda: record_values(call, points, dtypes, errors), time_limit, name="snapshot")
         except TimeLimitExceeded as error:
             return _result("snapshot", "fail", f"recording {path}: {error}")
         if not values:
-            return _result("snapshot", "fail", f"{name} runs in none of {', '.join(dtypes)}: nothing to record")
+            first = next(iter(errors.items()), ("", "no error"))
+            return _result("snapshot", "fail", f"{name} runs in none of {', '.join(dtypes)}: nothing to record "
+                                               f"({first[0]} raised {first[1]})")  # fmt: skip
         lo, hi = SNAPSHOT_RANGE
         record = {
             "function": name,
