@@ -321,7 +321,7 @@ def _custom(user: UserFunction, names: tuple[str, ...]) -> Callable[..., tf.Tens
     (your forward and backward) under a ``tf.custom_gradient`` that takes them positionally, so that a
     ``tf.function`` sweep can pass them as tensors."""
     if not names:
-        return lambda x, values: user.fn(x)
+        return lambda x, values: user.call(x)  # a positional-only flag is always passed
 
     @tf.custom_gradient
     def custom(x, *param_values):
