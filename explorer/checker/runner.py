@@ -150,8 +150,9 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
-    Returns the rows (as :func:`run_all`) and one line per target or function that could not be
-    checked (missing, import error, nothing to check, a signature that cannot be an op).
+    Returns the rows (as :func:`run_all`) and one line per target that could not be checked (missing,
+    import error, nothing to check). A function that cannot be checked (a bad declaration, no inputs it
+    accepts) is a failed or warned row of its own, never a problem of the whole module.
     """
     found = discover.Discovered()
     for target in targets:
@@ -163,11 +164,20 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
         if item in found.functions:
             try:
-                spec = ops.from_function(item.obj, key=item.name)
-            except (TypeError, ValueError) as error:
-                problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
-                continue
-            results = user.check_function(spec)
+                spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
+            except Exception as error:  # noqa: BLE001 - a bad declaration or an unreadable signature: a row, not exit 2
+                message = (
+                    f"cannot be checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
+                    f"{discover.DECLARATIONS} dict (keys: {', '.join(discover.DECLARED_KEYWORDS)})"
+                )
+                results = [
+                    Check(name, False, message, "fail")
+                    if name == "shape_dtype"
+                    else Check(name, True, "not run: the function cannot be checked (see shape_dtype)", "warn")
+                    for name in user.FUNCTION_CHECKS
+                ]
+            else:
+                results = user.check_function(spec)
         else:
             siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
             results = user.check_layer(item.obj, siblings)

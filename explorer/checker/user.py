@@ -541,39 +541,8 @@ def _true(spec: ops.OpSpec, params: Mapping[str, float], x: tf.Tensor) -> tf.Ten
 
 
 def is_elementwise(user: ops.user.UserFunction, params: Mapping[str, float]) -> bool:
-    """One tensor input, one output of its shape, computed element by element, and no variable read: the
-    function's undecorated forward (float64, else float32) on 7 numbers agrees with it on a prefix, on the
-    reversed numbers and on the numbers as a (2, 3) matrix. Such a function gets the sweep-based checks."""
-    if len(user.inputs) != 1:
-        return False
-    numbers = np.linspace(-1.7, 1.9, 7)
-    for dtype in ("float64", "float32"):
-        try:
-            with tf.GradientTape() as tape:
-                y = user.forward_all([tf.constant(numbers, dtype)], params)
-            if tape.watched_variables():
-                return False
-            if isinstance(y, (list, tuple)):
-                return False
-            y = np.asarray(y.numpy(), np.float64)
-            if y.shape != numbers.shape:
-                return False
-            same = functools.partial(np.allclose, equal_nan=True, rtol=1e-6, atol=1e-9)
-            prefix = np.asarray(user.forward_all([tf.constant(numbers[:3], dtype)], params).numpy(), np.float64)
-            backwards = np.asarray(user.forward_all([tf.constant(numbers[::-1], dtype)], params).numpy(), np.float64)
-            matrix = np.asarray(
-                user.forward_all([tf.constant(numbers[:6].reshape(2, 3), dtype)], params).numpy(), np.float64
-            )
-            return (
-                prefix.shape == (3,)
-                and same(prefix, y[:3])
-                and same(backwards, y[::-1])
-                and matrix.shape == (2, 3)
-                and same(matrix, y[:6].reshape(2, 3))
-            )
-        except Exception:  # noqa: BLE001 - try float32; a forward that never runs is the checks' to report
-            continue
-    return True
+    """See :meth:`ops.user.UserFunction.is_elementwise`: such a function gets the sweep-based checks."""
+    return user.is_elementwise(params)
 
 
 def _each_flag(
