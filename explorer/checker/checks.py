@@ -30,6 +30,7 @@ custom-gradient function and Keras layer found in a file, directory or module (:
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,9 @@ def _error_text(error: BaseException) -> str:
     """``Type: message`` on one line; of a traced error ("in user code: File ..."), its last line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = lines[-1] if len(lines) > 1 and "in user code" in lines[0] else " ".join(lines)
+    # TensorFlow's eager op errors: "{{function_node __wrapped__MatMul_device_/job:...}} <message> [Op:MatMul] name: "
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:(\w+)\](\s*name:\s*\S*)?\s*$", r" (op \1)", text)
     if len(text) > 300:
         text = text[:297] + "..."
     name = type(error).__name__

@@ -49,9 +49,9 @@ DECLARE = (
     "ops.from_function({name}, input_shapes=[{example}])"
 )
 HARD_VALUES = {
-    "float16": (("0", 0.0), ("+-tiny", 6e-08), ("1e4", 1e4), ("exp overflow", 12.0)),
-    "float32": (("0", 0.0), ("+-tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 100.0)),
-    "float64": (("0", 0.0), ("+-tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 1000.0)),
+    "float16": (("0", 0.0), ("tiny", 6e-08), ("1e4", 1e4), ("exp overflow", 12.0)),
+    "float32": (("0", 0.0), ("tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 100.0)),
+    "float64": (("0", 0.0), ("tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 1000.0)),
 }
 
 
@@ -191,11 +191,18 @@ def no_inputs_message(user: ops.user.UserFunction, found: Found) -> tuple[str, s
     example = ", ".join(str((4, 3)) for _ in user.inputs)
     declare = DECLARE.format(name=user.name, example=f"({example},)")
     if found.backward_failures:
-        return "fail", f"the backward raised on inputs the forward accepts: {found.backward_failures[0]}"
+        failure = found.backward_failures[0].rstrip(". ")
+        fix = ""
+        if any(marker in failure for marker in ("size-incompatible", "Incompatible shapes", "must be equal rank")):
+            fix = (
+                ". Each input's gradient must have that input's shape (a matrix product: da = dy @ b^T, "
+                "db = a^T @ dy; a broadcast input: sum dy over the broadcast axes)"
+            )
+        return "fail", f"the backward raised on inputs the forward accepts: {failure}{fix}"
     markers = ("must accept keyword argument 'variables'", "expected to return")
     known = [failure for failure in found.failures if any(marker in failure for marker in markers)]
     if known:
-        return "fail", f"the function cannot run: {known[0]}"
+        return "fail", f"the function cannot run: {known[0].rstrip('. ')}"
     first = found.failures[0] if found.failures else "no candidate"
     tried = "; ".join(found.tried)
     return "warn", f"no input shapes found that {user.name} accepts (tried {tried}; e.g. {first}); {declare}"
@@ -297,7 +304,7 @@ def check_finite(user, found: Found, call_for, params) -> Check:
                                 continue
                             values = [v.copy() for v in base]
                             values[index] = np.full(assignment.shapes[index], sign * value)
-                            what = "the zero vector" if value == 0 else f"{'-' if sign < 0 else ''}{label}"
+                            what = "the zero vector" if value == 0 else f"{'-' if sign < 0 else '+'}{label} ({sign * value:g})"
                             cases.append((f"{name} = {what}", values))
                 for case, values in cases:
                     inputs = tensors(values, dtype)

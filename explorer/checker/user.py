@@ -98,13 +98,13 @@ HINTS = (
         "(None for the parameter), or close over it",
     ),
     (
-        "numpy",
-        "NumPy (.numpy(), np.*) inside the function or its backward works only eagerly: use TensorFlow ops",
-    ),
-    (
         "must accept keyword argument 'variables'",
         "the function reads a tf.Variable: its backward must take variables=None and return (input gradients, "
         "[one gradient per variable])",
+    ),
+    (
+        "numpy",
+        "NumPy (.numpy(), np.*) inside the function or its backward works only eagerly: use TensorFlow ops",
     ),
     (
         "expected to return",
