@@ -53,6 +53,7 @@ CHECKS: dict[str, str] = {
     "keras_fit": "a Keras model with SurrogateLayer trains one Model.fit step with a finite loss",
     "special_points": "declared special points match the detected ones",
     "vs_autodiff": "where the custom gradient differs from autodiff, the difference is explained",
+    "saved_model": "model.export + tf.saved_model.load keeps the custom gradient",
 }
 SWEEP_RANGE = (-3.0, 3.0)
 SWEEP_N = 2001

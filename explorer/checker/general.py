@@ -408,7 +408,7 @@ def _directional(user, params, flags, call, assignment: Assignment, seed: int) -
     rng = np.random.default_rng(seed)
     base = assignment.values(seed)
     found = []
-    dtype = "float64" if assignment.dtype == "float64" else assignment.dtype
+    dtype = assignment.dtype
     step = STEP if dtype == "float64" else 1e-2
     forward = user.forward_all if dtype == "float64" else None
     for index, name in enumerate(user.inputs):
@@ -417,7 +417,8 @@ def _directional(user, params, flags, call, assignment: Assignment, seed: int) -
             outputs = [np.asarray(o.numpy()) for o in as_list(call(tensors(base, dtype)))]
             v = [rng.normal(size=o.shape) for o in outputs]
 
-            def phi(t: float) -> float:
+            def phi(t: float, index: int = index, u: np.ndarray = u, v: list[np.ndarray] = v) -> float:
+                """Σ_k ⟨v_k, y_k(inputs with input ``index`` moved by t u)⟩."""
                 moved = [b.copy() for b in base]
                 moved[index] = moved[index] + t * u
                 y = as_list((forward or (lambda i, p, f: call(i)))(tensors(moved, dtype), params, flags))

@@ -20,54 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import tensorflow as tf
 
 import ops
 from explorer.checker import discover, user
 from explorer.checker.checks import (
-    SWEEP_N,
-    SWEEP_RANGE,
     VERIFICATION_DIR,
     Check,
-    check_finite,
-    check_graph,
-    check_keras_fit,
-    check_shape_dtype,
-    check_special_points,
-    check_vs_autodiff,
 )
-from explorer.explore.sweeps import sweep
 
 
 def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
-    """Run the six checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
+    """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
 
+    One checker for every op (:func:`explorer.checker.user.check_function`): a built-in op is a function
+    with declarations (forward, surrogate, special points, why), your own function one without.
     Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
     themselves never raise.
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
-    if spec.user_function is not None:
-        return user.check_function(spec, **resolved)
-    lo, hi = SWEEP_RANGE
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")  # a new tf.function per op and per check is intended: no retracing warnings
-    try:
-        try:
-            result = sweep(spec, lo, hi, SWEEP_N, params=resolved)
-        except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
-            result = None
-        return [
-            check_finite(spec, resolved),
-            check_shape_dtype(spec, resolved),
-            check_graph(spec, resolved),
-            check_keras_fit(spec, resolved),
-            check_special_points(spec, resolved, result),
-            check_vs_autodiff(spec, resolved, result),
-        ]
-    finally:
-        logger.setLevel(level)
+    return user.check_function(spec, **resolved)
 
 
 # -- the command line ------------------------------------------------------------------------------------

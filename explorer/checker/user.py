@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
+from explorer.checker import checks, general
 from explorer.checker.checks import (
     SWEEP_N,
     SWEEP_RANGE,
@@ -60,7 +61,6 @@ from explorer.checker.checks import (
     check_shape_dtype,
     value_and_grad,
 )
-from explorer.checker import general
 from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.explore.sweeps import sweep
 
@@ -530,10 +530,12 @@ def _gradient_after_reload(
 
 @_guarded("saved_model")
 def check_saved_model(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
-    user, given = _user(spec), _changed(spec, params)
-    return _gradient_after_reload(
-        "saved_model", lambda: CallsYourFunction(user, given), functools.partial(_true, spec, params)
-    )
+    """A built-in op through ``ops.SurrogateLayer``, your function through a layer that calls it."""
+    if spec.user_function is None:
+        make_layer = functools.partial(ops.SurrogateLayer, spec, params=dict(params))
+    else:
+        make_layer = functools.partial(CallsYourFunction, spec.user_function, _changed(spec, params))
+    return _gradient_after_reload("saved_model", make_layer, functools.partial(_true, spec, params))
 
 
 def _true(spec: ops.OpSpec, params: Mapping[str, float], x: tf.Tensor) -> tf.Tensor:
@@ -589,8 +591,10 @@ def check_function(
     One input, elementwise (:func:`is_elementwise`): the sweep-based checks below; any other signature
     (several inputs or outputs, a reduction, captured variables): those of :mod:`explorer.checker.general`."""
     spec = op if isinstance(op, ops.OpSpec) else ops.from_function(op)
-    user = _user(spec)
     resolved = spec.resolve(params)
+    if spec.user_function is None:
+        return _declared_plan(spec, resolved, time_limit)
+    user = _user(spec)
     with _quiet_tensorflow():
         try:
             elementwise = call_with_time_limit(lambda: is_elementwise(user, resolved), time_limit, name="check-probe")
@@ -631,6 +635,37 @@ def check_function(
         )
         results = _run_plan(plan, time_limit)
     return _blame_shape(results)
+
+
+def _declared_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
+    """An op that declares its forward, surrogate and special points (a built-in, an editor op): the checks
+    of :mod:`explorer.checker.checks` (its declared points must match the detected ones; a difference from
+    autodiff is intentional and quotes its ``why``) and ``saved_model``, run as a user function's are."""
+    lo, hi = SWEEP_RANGE
+    shared: dict[str, Any] = {}
+
+    def with_sweep(check: Callable[..., Check]) -> Callable[[], Check]:
+        def run() -> Check:
+            if "sweep" not in shared:
+                try:
+                    shared["sweep"] = sweep(spec, lo, hi, SWEEP_N, params=params)
+                except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
+                    shared["sweep"] = None
+            return check(spec, params, shared["sweep"])
+
+        return run
+
+    plan: Sequence[tuple[str, Callable[[], Check]]] = (
+        ("finite", lambda: checks.check_finite(spec, params)),
+        ("shape_dtype", lambda: check_shape_dtype(spec, params)),
+        ("graph", lambda: checks.check_graph(spec, params)),
+        ("keras_fit", lambda: check_keras_fit(spec, params)),
+        ("special_points", with_sweep(checks.check_special_points)),
+        ("vs_autodiff", with_sweep(checks.check_vs_autodiff)),
+        ("saved_model", lambda: check_saved_model(spec, params)),
+    )
+    with _quiet_tensorflow():
+        return _run_plan(plan, time_limit)
 
 
 def _general_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
