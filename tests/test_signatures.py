@@ -15,9 +15,6 @@ import pytest
 import tensorflow as tf
 
 import ops
-from explorer import testing
-from explorer.checker import general, runner
-from explorer.checker import user as usercheck
 from examples.bias_add import bias_add
 from examples.binarize import binarize
 from examples.gradient_reversal import grad_reverse
@@ -32,6 +29,9 @@ from examples.pitfall_variables_keyword import gained
 from examples.safe_norm import safe_norm
 from examples.scale_by_variable import scale, scaled
 from examples.sin_cos import sin_cos
+from explorer import testing
+from explorer.checker import general, runner
+from explorer.checker import user as usercheck
 
 
 def by_name(results):

@@ -1,6 +1,7 @@
-"""The gradient checker: six checks any custom-gradient op should pass, and ``python -m explorer verify``.
-
-``check(op, **params)`` runs, for a built-in op (key or OpSpec) or a user op alike:
+"""The gradient checker's record (:class:`Check`) and the checks of an op that declares its forward,
+surrogate and special points (a built-in, an editor op). :func:`explorer.checker.runner.check` runs them,
+with ``saved_model`` (:mod:`explorer.checker.user`) as the seventh, through the same plan as your own
+functions:
 
 1. ``finite``: the custom gradient exists (is not None) and is finite on the sweep grid of [-3, 3]
    (2001 points plus every declared special point, float32);

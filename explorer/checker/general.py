@@ -598,17 +598,20 @@ def check_keras_fit(user, found: Found, call: Callable) -> Check:
 
 
 def check_saved_model(user, found: Found, call: Callable) -> Check:
-    """``tf.saved_model.save`` of a module whose function calls yours (every input an argument), reloaded:
-    outputs and every input's gradient must be the same (NaN equal to NaN)."""
-    assignment = found.working[0]
-    dtype = "float32" if assignment.dtype != "float16" else "float16"
-    inputs = tensors(assignment.values(6), dtype)
-    want = evaluate(call, inputs)
+    """``tf.saved_model.save`` of a module with one serving function per input assignment (at most two),
+    each calling yours with every input an argument, reloaded: outputs and every input's gradient must be
+    the same (NaN equal to NaN)."""
+    chosen = found.working[:2]
     module = tf.Module()
-    module.variables_read = list(want.variables)
-    module.serve = tf.function(
-        lambda *args: as_list(call(list(args))), input_signature=[tf.TensorSpec(t.shape, t.dtype) for t in inputs]
-    )
+    cases = []
+    for index, assignment in enumerate(chosen):
+        dtype = "float16" if assignment.dtype == "float16" else "float32"
+        inputs = tensors(assignment.values(6), dtype)
+        want = evaluate(call, inputs)
+        module.variables_read = list(want.variables)
+        signature = [tf.TensorSpec(t.shape, t.dtype) for t in inputs]
+        setattr(module, f"serve_{index}", tf.function(lambda *args: as_list(call(list(args))), input_signature=signature))
+        cases.append((index, assignment, inputs, want))
     with tempfile.TemporaryDirectory() as directory:
         path = str(Path(directory) / "saved")
         try:
@@ -617,21 +620,24 @@ def check_saved_model(user, found: Found, call: Callable) -> Check:
                 reloaded = tf.saved_model.load(path)
         except Exception as error:  # noqa: BLE001
             return _result("saved_model", "fail", f"tf.saved_model.save raised {_error_text(error.__cause__ or error)}")
-        got = evaluate(lambda args: reloaded.serve(*args), inputs)
-    problems = []
-    for index, (a, b) in enumerate(zip(got.outputs, want.outputs, strict=True)):
-        if not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
-            problems.append(f"output {index} differs")
-    for name, a, b in zip(user.inputs, got.input_grads, want.input_grads, strict=True):
-        if (a is None) != (b is None):
-            problems.append(f"the gradient of {name} is {'None' if a is None else 'not None'} after reload")
-        elif a is not None and not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
-            problems.append(f"the gradient of {name} differs after reload: the custom gradient was lost")
+        problems = []
+        for index, assignment, inputs, want in cases:
+            serve = getattr(reloaded, f"serve_{index}")
+            got = evaluate(lambda args, serve=serve: serve(*args), inputs)
+            where = assignment.describe(user.inputs)
+            for number, (a, b) in enumerate(zip(got.outputs, want.outputs, strict=True)):
+                if not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
+                    problems.append(f"output {number} differs ({where})")
+            for name, a, b in zip(user.inputs, got.input_grads, want.input_grads, strict=True):
+                if (a is None) != (b is None):
+                    problems.append(f"the gradient of {name} is {'None' if a is None else 'not None'} ({where})")
+                elif a is not None and not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
+                    problems.append(f"the gradient of {name} differs: the custom gradient was lost ({where})")
     if problems:
-        return _result("saved_model", "fail", "after tf.saved_model.save and load: " + "; ".join(problems))
+        return _result("saved_model", "fail", "after tf.saved_model.save and load: " + "; ".join(problems[:3]))
     return _result(
         "saved_model",
         "pass",
-        f"tf.saved_model.save + load: every output and input gradient equals the original's "
-        f"({assignment.describe(user.inputs)}, NaN equal to NaN)",
+        "tf.saved_model.save + load: every output and input gradient equals the original's "
+        f"({'; '.join(a.describe(user.inputs) for a in chosen)}; NaN equal to NaN)",
     )

@@ -1,8 +1,10 @@
 """Runs the checks: :func:`check` on one op, :func:`check_targets` on a team's files, and
 ``python -m explorer verify`` (tables, JSON, dated records under ``verification/``).
 
-A built-in op gets the six checks of :mod:`explorer.checker.checks`; an op from your own code
-(``ops.from_function``) and a Keras layer get those of :mod:`explorer.checker.user`.
+Every op goes through :func:`explorer.checker.user.check_function`: a built-in op gets the declared-op
+checks of :mod:`explorer.checker.checks` plus ``saved_model``; an op from your own code
+(``ops.from_function``) those of :mod:`explorer.checker.user` (one input, elementwise) or
+:mod:`explorer.checker.general` (any other signature); a Keras layer :func:`~explorer.checker.user.check_layer`.
 """
 
 from __future__ import annotations

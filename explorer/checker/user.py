@@ -16,7 +16,14 @@
 6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
    numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns;
 7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
-   gradient (not autodiff, not an error).
+   gradient (not autodiff, not an error; NaN compared equal to NaN).
+
+Flags (a bool or string default) are checked at each value by ``finite``, ``shape_dtype`` and ``graph``.
+Where the float64 forward is NaN (outside the function's domain, e.g. ``log(sinh(x))`` for x < 0), ``finite``
+and ``vs_autodiff`` say so and do not count it, and ``keras_fit`` maps its inputs into the domain.
+A function of several inputs or outputs, a non-elementwise one (a norm, a matrix product) or one that reads
+a variable gets the same seven checks from :mod:`explorer.checker.general`. A built-in op (no
+``user_function``) goes through the same plan with its declared-op checks (:func:`_declared_plan`).
 
 :func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
 ``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
