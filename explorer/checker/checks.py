@@ -346,7 +346,8 @@ def check_keras_fit(spec: ops.OpSpec | None, params: Mapping[str, float], layer:
             keras.layers.Dense(1),
         ]
     )
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse")
+    # no XLA here: the graph check covers jit_compile, and compiling the train step with it costs seconds
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse", jit_compile=False)
     start = [w.copy() for w in before.get_weights()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
