@@ -271,3 +271,32 @@ def test_a_bad_declaration_is_a_failed_row_of_that_function(tmp_path, capsys):
     rows = {r["check"]: r for r in json.loads(out.getvalue())}
     assert code == 1 and rows["shape_dtype"]["level"] == "fail"
     assert "input_shapes must be a list of assignments" in rows["shape_dtype"]["message"]
+
+
+def test_a_factory_closure_bound_at_module_level_is_found_and_checked(tmp_path):
+    module = tmp_path / "factory_ops.py"
+    module.write_text(
+        textwrap.dedent(
+            '''
+            import tensorflow as tf
+
+
+            def make_ste(threshold):
+                @tf.custom_gradient
+                def ste(x):
+                    """Step at the threshold; the straight-through estimator passes dy."""
+                    return tf.cast(x > threshold, x.dtype), lambda dy: dy
+
+                return ste
+
+
+            ste = make_ste(0.5)
+            '''
+        )
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = runner.main([str(module), "--json"])
+    rows = {r["check"]: r for r in json.loads(out.getvalue())}
+    assert code == 0 and {r["level"] for r in rows.values()} <= {"pass", "warn"}
+    assert "x = 0.5 (jump)" in rows["special_points"]["message"]  # the bound threshold, found by the sweep
