@@ -123,7 +123,7 @@ def _discover(target: str, cwd: Path) -> discover.Discovered:
 
 
 DECLARATIONS = "GRADIENT_EXPLORER"  # module-level dict: function name -> from_function keywords (+ "name")
-DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification")
+DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")
 
 
 def declarations(item: discover.Found) -> dict[str, Any]:
@@ -191,6 +191,10 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
         except Exception as error:  # noqa: BLE001 - TypeError/ValueError for what cannot be an op, or a bad declaration
             errors.append(discover.LoadError(f"{item.module}.{item.name}", type(error).__name__, str(error)))
             continue
+        drawable = _drawable(spec)
+        if drawable is not None:
+            errors.append(discover.LoadError(f"{item.module}.{item.name}", "NotDrawable", drawable))
+            continue
         loaded_ops[key] = LoadedOp(key, name, item.module, spec)
     layers: dict[str, LoadedLayer] = {}
     for item in found.layers:
@@ -202,6 +206,25 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
             op_key = None
         layers[key] = LoadedLayer(key, item.name, item.module, item.obj, op_key)
     return Loaded(targets, loaded_ops, layers, tuple(errors))
+
+
+def _drawable(spec: ops.OpSpec) -> str | None:
+    """Why the pages cannot draw this function as a curve yet (several tensor inputs, several or reduced
+    outputs, captured variables), or None. The checker checks it: ``python -m explorer verify FILE``."""
+    user = spec.user_function
+    if len(user.inputs) > 1:
+        what = f"it takes {len(user.inputs)} tensor inputs ({', '.join(user.inputs)})"
+    else:
+        try:
+            if run_limited(lambda: user.is_elementwise(spec.defaults()), SWEEP_TIME_LIMIT):
+                return None
+        except Exception:  # noqa: BLE001 - a forward that raises or hangs is reported by the pages as before
+            return None
+        what = "its output is not x's shape element by element (a reduction, several outputs or a variable)"
+    return (
+        f"cannot be drawn as a curve yet: {what}. Check it with `python -m explorer verify {user.name}'s file` "
+        "or assert_custom_gradient"
+    )
 
 
 _LOCK = threading.Lock()

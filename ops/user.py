@@ -6,8 +6,19 @@
 
 Conventions:
 
-* ``fn`` takes the tensor ``x`` first. Every other parameter needs a numeric default and becomes an
-  op parameter. It is passed the way the signature asks: by keyword (``fn(x, slope=10.0)``), or
+* ``fn`` takes the tensor ``x`` first. Its other parameters are, by their default:
+
+  - none (required): another tensor input (``def grad_reverse(x, lam)``, ``def bias_add(x, b)``), passed
+    positionally (by keyword if keyword-only); the backward returns one gradient per positional input;
+  - ``True``/``False`` or a string: a flag (:attr:`UserFunction.flags`), checked at both values of a bool
+    and at a string's default, passed the way the signature asks (by keyword unless positional-only);
+  - ``None`` or anything else not numeric: left at its default, never passed;
+  - a number: an op parameter, as follows.
+
+  Functions with more than one tensor input, or whose output is not elementwise (a norm, a sum, a matrix
+  product), are checked by the checker (``python -m explorer verify``) but cannot be drawn as a curve.
+  ``input_shapes`` declares the input shapes to check them at (see :data:`SHAPE_RULES`).
+  A numeric parameter is passed the way the signature asks: by keyword (``fn(x, slope=10.0)``), or
   positionally as a tensor of x's dtype if it is positional-only (``def fn(x, slope=25.0, /)``, whose
   backward must then return one gradient per positional input, ``None`` for the parameter; such a
   parameter is always passed, its default when no other value is given).
@@ -28,9 +39,10 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from ops.registry import KINDS, OpSpec, Param, Point
@@ -62,29 +74,158 @@ class UserFunction:
     keyword: tuple[str, ...]  # parameters passed by keyword
     positional: tuple[str, ...]  # positional-only parameters, passed positionally as tensors
     positional_defaults: Mapping[str, float]
+    inputs: tuple[str, ...] = ("x",)  # tensor inputs, x first, in signature order
+    keyword_inputs: tuple[str, ...] = ()  # keyword-only tensor inputs (passed by keyword)
+    flags: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # flag -> values to check, default first
+    positional_flags: tuple[str, ...] = ()  # positional-only flags
+    order: tuple[str, ...] = ()  # every positional name in signature order
+    input_shapes: tuple[tuple[tuple[int, ...], ...], ...] = ()  # declared shape assignments (one shape per input)
 
     @property
     def name(self) -> str:
         return getattr(self.inner, "__name__", "function")
 
-    def call(self, x: tf.Tensor, params: Mapping[str, Any] | None = None) -> tf.Tensor:
+    @property
+    def flag_defaults(self) -> dict[str, Any]:
+        return {name: values[0] for name, values in self.flags.items()}
+
+    def flag_settings(self) -> list[dict[str, Any]]:
+        """Every combination of flag values to check, the defaults first (``[{}]`` without flags)."""
+        settings: list[dict[str, Any]] = [{}]
+        for name, values in self.flags.items():
+            settings = [{**setting, name: value} for setting in settings for value in values]
+        return settings
+
+    def call_all(
+        self,
+        inputs: Sequence[tf.Tensor],
+        params: Mapping[str, Any] | None = None,
+        flags: Mapping[str, Any] | None = None,
+        *,
+        function: Callable[..., Any] | None = None,
+    ) -> Any:
+        """``fn`` (or ``function``, e.g. the undecorated one) on every tensor input, called as its signature
+        asks: positional inputs and positional-only parameters positionally (those as tensors of x's dtype,
+        their default if not given), keyword inputs by keyword; a keyword parameter or flag is passed only
+        when given and different from its default (otherwise fn's own default applies)."""
+        params, flags = dict(params or {}), dict(flags or {})
+        values = dict(zip(self.inputs, inputs, strict=True))
+        dtype = inputs[0].dtype
+        positional: list[Any] = []
+        for name in self.order:
+            if name in values and name not in self.keyword_inputs:
+                positional.append(values[name])
+            elif name in self.positional:
+                positional.append(tf.cast(params.get(name, self.positional_defaults[name]), dtype))
+            elif name in self.positional_flags:
+                positional.append(flags.get(name, self.flags[name][0]))
+        keywords = {name: values[name] for name in self.keyword_inputs}
+        keywords.update({name: params[name] for name in self.keyword if name in params})
+        keywords.update(
+            {
+                name: flags[name]
+                for name in self.flags
+                if name not in self.positional_flags and name in flags and flags[name] != self.flags[name][0]
+            }
+        )
+        return (function or self.fn)(*positional, **keywords)
+
+    def call(
+        self, x: tf.Tensor, params: Mapping[str, Any] | None = None, flags: Mapping[str, Any] | None = None
+    ) -> tf.Tensor:
         """``fn`` itself, called as its signature asks: every positional-only parameter positionally, as a
         tensor of x's dtype (its default if not given: the backward returns a gradient for each); a keyword
         parameter by keyword, and only when given (otherwise fn's own default applies)."""
-        params = dict(params or {})
-        positional = [tf.cast(params.get(name, self.positional_defaults[name]), x.dtype) for name in self.positional]
-        return self.fn(x, *positional, **{name: params[name] for name in self.keyword if name in params})
+        return self.call_all([x], params, flags)
 
-    def forward_values(self, x: tf.Tensor, values: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    def forward_values(
+        self, x: tf.Tensor, values: Mapping[str, tf.Tensor], flags: Mapping[str, Any] | None = None
+    ) -> tf.Tensor:
         """fn's forward at x (the undecorated function's y), parameters as tensors of x's dtype."""
-        args = [tf.cast(values[name], x.dtype) for name in self.positional]
-        kwargs = {name: tf.cast(values[name], x.dtype) for name in self.keyword}
-        y, _ = self.inner(x, *args, **kwargs)
+        y = self.forward_all([x], values, flags)
         return tf.cast(y, x.dtype)
 
+    def forward_all(
+        self, inputs: Sequence[tf.Tensor], values: Mapping[str, Any], flags: Mapping[str, Any] | None = None
+    ) -> Any:
+        """The undecorated function's forward (its ``y``: a tensor, or a tuple/list of them), every parameter
+        given as a tensor of the first input's dtype and passed (so a keyword one by keyword)."""
+        dtype = inputs[0].dtype
+        params = {name: tf.cast(values[name], dtype) for name in (*self.positional, *self.keyword) if name in values}
+        flags = {**self.flag_defaults, **(flags or {})}
+        every_flag = {name: flags[name] for name in self.flags}
+        y, _ = self._call_inner(inputs, params, every_flag)
+        return y
 
-def _signature(fn: Callable[..., Any], inner: Callable[..., Any]) -> list[tuple[str, float, bool]]:
-    """``[(name, default, positional_only)]`` of the parameters after x; ValueError for what cannot be an op."""
+    def is_elementwise(self, params: Mapping[str, Any] | None = None) -> bool:
+        """One tensor input, one output of its shape, computed element by element, and no variable read: the
+        undecorated forward (float64, else float32) on 7 numbers agrees with itself on a prefix, on the
+        reversed numbers and on the numbers as a (2, 3) matrix. Only such a function can be drawn as a curve.
+        True also when the forward raises in both dtypes (the checks report that error)."""
+        if len(self.inputs) != 1:
+            return False
+        params = dict(params or {})
+        numbers = np.linspace(-1.7, 1.9, 7)
+
+        def forward(values: np.ndarray, dtype: str) -> Any:
+            return self.forward_all([tf.constant(values, dtype)], params)
+
+        for dtype in ("float64", "float32"):
+            try:
+                with tf.GradientTape() as tape:
+                    y = forward(numbers, dtype)
+                if tape.watched_variables() or isinstance(y, (list, tuple)):
+                    return False
+                y = np.asarray(y.numpy(), np.float64)
+                if y.shape != numbers.shape:
+                    return False
+                pieces = (
+                    (numbers[:3], y[:3]),
+                    (numbers[::-1], y[::-1]),
+                    (numbers[:6].reshape(2, 3), y[:6].reshape(2, 3)),
+                )
+                for values, expected in pieces:
+                    got = np.asarray(forward(values, dtype).numpy(), np.float64)
+                    if got.shape != expected.shape or not np.allclose(got, expected, equal_nan=True, rtol=1e-6, atol=1e-9):
+                        return False
+                return True
+            except Exception:  # noqa: BLE001 - try float32; a forward that never runs is the checks' to report
+                continue
+        return True
+
+    def _call_inner(self, inputs: Sequence[Any], params: Mapping[str, Any], flags: Mapping[str, Any]) -> Any:
+        """The undecorated function's ``(y, grad)``: every given parameter and flag passed, by keyword where
+        the signature allows (no ``tf.custom_gradient`` here to refuse keywords)."""
+        saved = dict(self.flags)
+        keyword_names = [name for name in self.keyword if name in params]
+        positional_params = {name: params[name] for name in self.positional if name in params}
+        values = dict(zip(self.inputs, inputs, strict=True))
+        positional: list[Any] = []
+        for name in self.order:
+            if name in values and name not in self.keyword_inputs:
+                positional.append(values[name])
+            elif name in self.positional:
+                positional.append(positional_params.get(name, tf.cast(self.positional_defaults[name], inputs[0].dtype)))
+            elif name in self.positional_flags:
+                positional.append(flags.get(name, saved[name][0]))
+        keywords = {name: values[name] for name in self.keyword_inputs}
+        keywords.update({name: params[name] for name in keyword_names})
+        keywords.update({name: flags[name] for name in self.flags if name not in self.positional_flags and name in flags})
+        return self.inner(*positional, **keywords)
+
+
+@dataclass(frozen=True)
+class _Signature:
+    params: list[tuple[str, float, bool]]  # (name, default, positional_only): numeric op parameters
+    inputs: tuple[str, ...]
+    keyword_inputs: tuple[str, ...]
+    flags: dict[str, tuple[Any, ...]]
+    positional_flags: tuple[str, ...]
+    order: tuple[str, ...]
+
+
+def _signature(fn: Callable[..., Any], inner: Callable[..., Any]) -> _Signature:
+    """Sort the parameters into tensor inputs, numeric op parameters and flags (see the module docstring)."""
     name = getattr(inner, "__name__", repr(fn))
     try:
         parameters = list(inspect.signature(inner).parameters.values())
@@ -93,25 +234,58 @@ def _signature(fn: Callable[..., Any], inner: Callable[..., Any]) -> list[tuple[
     plain = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if not plain or plain[0].kind == plain[0].KEYWORD_ONLY:
         raise ValueError(f"{name} must take the input tensor x as its first positional argument")
-    found = []
+    params, inputs, keyword_inputs, positional_flags, order = [], [plain[0].name], [], [], [plain[0].name]
+    flags: dict[str, tuple[Any, ...]] = {}
     for parameter in plain[1:]:
-        if parameter.default is parameter.empty:
-            if parameter.kind == parameter.KEYWORD_ONLY:
-                raise ValueError(
-                    f"{name}: keyword parameter '{parameter.name}' has no default; give it a numeric default"
-                )
-            raise ValueError(
-                f"{name} takes a positional input '{parameter.name}' besides x: an op has one tensor input x; "
-                f"give '{parameter.name}' a numeric default to make it a parameter, or close over it"
-            )
+        positional_only = parameter.kind == parameter.POSITIONAL_ONLY
+        if parameter.kind != parameter.KEYWORD_ONLY:
+            order.append(parameter.name)
         default = parameter.default
-        if isinstance(default, bool) or not isinstance(default, numbers.Real) or not math.isfinite(float(default)):
+        if default is parameter.empty:
+            inputs.append(parameter.name)
+            if parameter.kind == parameter.KEYWORD_ONLY:
+                keyword_inputs.append(parameter.name)
+        elif isinstance(default, bool):
+            flags[parameter.name] = (default, not default)
+        elif isinstance(default, str):
+            flags[parameter.name] = (default,)
+        elif isinstance(default, numbers.Real) and math.isfinite(float(default)):
+            params.append((parameter.name, default, positional_only))
+            continue
+        else:
+            continue  # None or another object: left at its default
+        if positional_only and parameter.name in flags:
+            positional_flags.append(parameter.name)
+    return _Signature(params, tuple(inputs), tuple(keyword_inputs), flags, tuple(positional_flags), tuple(order))
+
+
+def _shapes(declared: Any, inputs: tuple[str, ...], op_key: str) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """``input_shapes``: a list of assignments, each one shape (a tuple of ints) per tensor input."""
+    if declared is None:
+        return ()
+    example = f"e.g. input_shapes=[{tuple((4, 3) for _ in inputs)}, {tuple((2, 5) for _ in inputs)}]"
+    if isinstance(declared, (str, bytes)) or not isinstance(declared, Iterable):
+        raise ValueError(f"{op_key}: input_shapes must be a list of assignments, one shape per input; {example}")
+    assignments = []
+    for assignment in declared:
+        shapes = tuple(assignment) if isinstance(assignment, (list, tuple)) else None
+        if len(inputs) == 1 and shapes is not None and all(isinstance(d, numbers.Integral) for d in shapes):
+            shapes = (shapes,)  # one input: a bare shape is allowed
+        ok = shapes is not None and len(shapes) == len(inputs)
+        ok = ok and all(
+            isinstance(shape, (list, tuple))
+            and all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and 0 < d <= 10_000 for d in shape)
+            for shape in shapes
+        )
+        if not ok:
             raise ValueError(
-                f"{name}: parameter '{parameter.name}' has the non-numeric default {default!r}; "
-                "only finite numbers (int or float) can become op parameters"
+                f"{op_key}: input_shapes entry {assignment!r} must give one shape (a tuple of positive ints) for "
+                f"each of the {len(inputs)} input(s) {', '.join(inputs)}; {example}"
             )
-        found.append((parameter.name, default, parameter.kind == parameter.POSITIONAL_ONLY))
-    return found
+        assignments.append(tuple(tuple(int(d) for d in shape) for shape in shapes))
+    if not assignments:
+        raise ValueError(f"{op_key}: input_shapes is empty; {example}")
+    return tuple(assignments)
 
 
 def default_range(default: float) -> tuple[float, float]:
@@ -184,13 +358,12 @@ def _custom(user: UserFunction, names: tuple[str, ...]) -> Callable[..., tf.Tens
     (your forward and backward) under a ``tf.custom_gradient`` that takes them positionally, so that a
     ``tf.function`` sweep can pass them as tensors."""
     if not names:
-        return lambda x, values: user.fn(x)
+        return lambda x, values: user.call(x)  # a positional-only flag is always passed
 
     @tf.custom_gradient
     def custom(x, *param_values):
         values = dict(zip(names, param_values, strict=True))
-        args = [values[name] for name in user.positional]
-        y, user_grad = user.inner(x, *args, **{name: values[name] for name in user.keyword})
+        y, user_grad = user._call_inner([x], values, {})
 
         def grad(dy):
             result = user_grad(dy)
@@ -212,15 +385,17 @@ def from_function(
     title: str | None = None,
     justification: str | None = None,
     key: str | None = None,
+    input_shapes: Iterable[Sequence[Sequence[int]]] | None = None,
 ) -> OpSpec:
     """An :class:`OpSpec` (family "yours") for your ``@tf.custom_gradient`` function ``fn``.
 
     Every declaration is optional: ``forward(x, **params)`` is the plain forward whose autodiff is the
     true gradient (else: numerical, see the module docstring); ``points`` are ``(x, kind)`` or
     ``(x, kind, note)`` or :class:`ops.Point`; ``ranges`` maps a parameter to ``(low, high)``;
-    ``justification`` says why the gradient is overridden (default: fn's docstring).
-    TypeError if ``fn`` is not a custom-gradient function; ValueError for a signature that cannot be
-    an op (a second tensor input, a non-numeric default) or a bad declaration.
+    ``justification`` says why the gradient is overridden (default: fn's docstring); ``input_shapes`` the
+    shape assignments to check a function of several inputs or a non-elementwise one at, one shape per
+    tensor input each (``[((4, 3), (3,)), ((2, 5), (5,))]``), tried instead of :data:`SHAPE_RULES`.
+    TypeError if ``fn`` is not a custom-gradient function; ValueError for a bad declaration.
     """
     if not is_custom_gradient(fn):
         what = f"the class {fn.__name__}" if isinstance(fn, type) else f"{type(fn).__name__} {fn!r}"
@@ -230,7 +405,8 @@ def from_function(
         )
     inner = undecorated(fn)
     op_key = key or getattr(inner, "__name__", "user_op")
-    found = _signature(fn, inner)
+    signature = _signature(fn, inner)
+    found = signature.params
     ranges = dict(ranges or {})
     unknown = sorted(set(ranges) - {name for name, _, _ in found})
     if unknown:
@@ -244,6 +420,12 @@ def from_function(
         keyword=tuple(name for name, _, positional in found if not positional),
         positional=tuple(name for name, _, positional in found if positional),
         positional_defaults={name: float(default) for name, default, positional in found if positional},
+        inputs=signature.inputs,
+        keyword_inputs=signature.keyword_inputs,
+        flags=signature.flags,
+        positional_flags=signature.positional_flags,
+        order=signature.order,
+        input_shapes=_shapes(input_shapes, signature.inputs, op_key),
     )
     declared = _points(points, op_key)
     if forward is not None:

@@ -187,9 +187,9 @@ def test_cli_table_for_one_op(capsys):
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0].split() == ["op", "check", "result", "message"]
-    assert [line.split()[1] for line in lines[1:7]] == CHECK_NAMES
-    assert all(line.split()[2] == "pass" for line in lines[1:7])
-    assert lines[-1].startswith("1 op(s), 6 checks: 6 pass, 0 warn, 0 fail")
+    assert [line.split()[1] for line in lines[1:8]] == CHECK_NAMES
+    assert all(line.split()[2] == "pass" for line in lines[1:8])
+    assert lines[-1].startswith("1 op(s), 7 checks: 7 pass, 0 warn, 0 fail")
 
 
 def test_cli_json(capsys):

@@ -124,6 +124,7 @@ TARGETS: dict[str, Target] = {
         Target("figure_bytes_1m", ONE_MILLION, "bytes", "figure JSON sent for a 1M-point sweep"),
         Target("preset_first_result_s", PRESET_LIMIT_S, "s", "slowest preset's time to its first result", "<"),
         Target("loaded_vs_builtin_rerun", 1.5, "x", "explore rerun after a slider change, a loaded op / a built-in"),
+        Target("check_seconds_per_function", 1.5, "s", "all checks of one examples/ function, warm, median over them"),
     )
 }
 
@@ -142,6 +143,7 @@ class Repetitions:
     figure: int = 3
     presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
     loaded_pairs: int = 12  # AppTest reruns, loaded op and built-in interleaved
+    check: int = 1  # timed runs of every examples/ function's checks (after one warm-up run each)
 
 
 FULL = Repetitions()
@@ -592,6 +594,30 @@ def measure_loaded(reps: Repetitions) -> dict[str, Any]:
     return measure_loaded_rerun(pairs=reps.loaded_pairs)
 
 
+def measure_check(reps: Repetitions) -> dict[str, Any]:
+    """Issue 27: the seconds ``check_function`` takes for each custom-gradient function of ``examples/`` (every
+    signature: one input elementwise, several inputs, reductions, variables, flags), each warmed up once
+    first (its tf.functions traced, Keras loaded) in this one process; the target is the median over the
+    functions, the slowest is reported beside it."""
+    import ops
+    from explorer.checker import discover
+    from explorer.checker import user as usercheck
+
+    found = discover.discover(REPO_ROOT / "examples")
+    seconds: dict[str, float] = {}
+    for item in found.functions:
+        spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
+        usercheck.check_function(spec)  # warm-up
+        seconds[item.name] = _median_time(lambda spec=spec: usercheck.check_function(spec), reps.check)
+    slowest = max(seconds, key=seconds.__getitem__)
+    return {
+        "check_seconds_per_function": statistics.median(seconds.values()),
+        "check_seconds_slowest": round(seconds[slowest], 3),
+        "check_seconds_slowest_function": slowest,
+        "check_functions": len(seconds),
+    }
+
+
 # -- running -------------------------------------------------------------------------------------------
 MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str, ...]]] = {
     "sweep_2k": (measure_sweep_2k, ("sweep_2k_ms",)),
@@ -604,6 +630,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "cold_start": (measure_cold_start, ("cold_start_vs_import",)),
     "presets": (measure_presets, ("preset_first_result_s",)),
     "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
+    "check": (measure_check, ("check_seconds_per_function",)),
 }
 
 

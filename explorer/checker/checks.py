@@ -1,6 +1,7 @@
-"""The gradient checker: six checks any custom-gradient op should pass, and ``python -m explorer verify``.
-
-``check(op, **params)`` runs, for a built-in op (key or OpSpec) or a user op alike:
+"""The gradient checker's record (:class:`Check`) and the checks of an op that declares its forward,
+surrogate and special points (a built-in, an editor op). :func:`explorer.checker.runner.check` runs them,
+with ``saved_model`` (:mod:`explorer.checker.user`) as the seventh, through the same plan as your own
+functions:
 
 1. ``finite``: the custom gradient exists (is not None) and is finite on the sweep grid of [-3, 3]
    (2001 points plus every declared special point, float32);
@@ -30,6 +31,7 @@ custom-gradient function and Keras layer found in a file, directory or module (:
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +54,7 @@ CHECKS: dict[str, str] = {
     "keras_fit": "a Keras model with SurrogateLayer trains one Model.fit step with a finite loss",
     "special_points": "declared special points match the detected ones",
     "vs_autodiff": "where the custom gradient differs from autodiff, the difference is explained",
+    "saved_model": "model.export + tf.saved_model.load keeps the custom gradient",
 }
 SWEEP_RANGE = (-3.0, 3.0)
 SWEEP_N = 2001
@@ -89,6 +92,9 @@ def _error_text(error: BaseException) -> str:
     """``Type: message`` on one line; of a traced error ("in user code: File ..."), its last line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = lines[-1] if len(lines) > 1 and "in user code" in lines[0] else " ".join(lines)
+    # TensorFlow's eager op errors: "{{function_node __wrapped__MatMul_device_/job:...}} <message> [Op:MatMul] name: "
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    text = re.sub(r"\s*\[Op:(\w+)\](\s*name:\s*\S*)?\s*$", r" (op \1)", text)
     if len(text) > 300:
         text = text[:297] + "..."
     name = type(error).__name__
@@ -340,7 +346,8 @@ def check_keras_fit(spec: ops.OpSpec | None, params: Mapping[str, float], layer:
             keras.layers.Dense(1),
         ]
     )
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse")
+    # no XLA here: the graph check covers jit_compile, and compiling the train step with it costs seconds
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse", jit_compile=False)
     start = [w.copy() for w in before.get_weights()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -158,6 +158,22 @@ def discover(target: str | Path) -> Discovered:
     return result
 
 
+DECLARATIONS = "GRADIENT_EXPLORER"  # module-level dict: function name -> from_function keywords (+ "name")
+DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")
+
+
+def declarations(item: Found) -> dict[str, Any]:
+    """The :func:`ops.from_function` keywords the function's module declares for it in
+    ``GRADIENT_EXPLORER = {"fn": {...}}`` (only :data:`DECLARED_KEYWORDS`; e.g. ``"input_shapes": [((4, 3),
+    (3,)), ((2, 5), (5,))]``). Empty if none; a value that is not a dict is ignored."""
+    module = module_of(item.obj)
+    table = getattr(module, DECLARATIONS, None)
+    declared = table.get(item.name) if isinstance(table, dict) else None
+    if not isinstance(declared, dict):
+        return {}
+    return {key: declared[key] for key in DECLARED_KEYWORDS if key in declared}
+
+
 def module_of(obj: Any) -> ModuleType | None:
     """The module that defines a function or class (for a layer's sibling functions)."""
     target = obj if isinstance(obj, type) else ops.user.undecorated(obj) if ops.is_custom_gradient(obj) else obj

@@ -31,8 +31,9 @@ def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarat
     global random states are put back afterwards, so your test suite's own random draws are unchanged
     (TensorFlow's global seed cannot be read back, and stays set).
 
-    For a function, ``declarations`` go to :func:`ops.from_function` (``forward``, ``points``, ``ranges``,
-    ``title``, ``justification``) plus ``params`` (values to check at) and ``time_limit``; for a layer,
+    For a function (any signature: several inputs or outputs, a reduction, a variable), ``declarations`` go to
+    :func:`ops.from_function` (``forward``, ``points``, ``ranges``, ``title``, ``justification``,
+    ``input_shapes``) plus ``params`` (values to check at) and ``time_limit``; for a layer,
     ``op`` (the custom-gradient function it calls; default: those of its module) and ``time_limit``.
     """
     python_state, numpy_state = random.getstate(), np.random.get_state()

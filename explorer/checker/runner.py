@@ -1,8 +1,10 @@
 """Runs the checks: :func:`check` on one op, :func:`check_targets` on a team's files, and
 ``python -m explorer verify`` (tables, JSON, dated records under ``verification/``).
 
-A built-in op gets the six checks of :mod:`explorer.checker.checks`; an op from your own code
-(``ops.from_function``) and a Keras layer get those of :mod:`explorer.checker.user`.
+Every op goes through :func:`explorer.checker.user.check_function`: a built-in op gets the declared-op
+checks of :mod:`explorer.checker.checks` plus ``saved_model``; an op from your own code
+(``ops.from_function``) those of :mod:`explorer.checker.user` (one input, elementwise) or
+:mod:`explorer.checker.general` (any other signature); a Keras layer :func:`~explorer.checker.user.check_layer`.
 """
 
 from __future__ import annotations
@@ -20,54 +22,26 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import tensorflow as tf
 
 import ops
 from explorer.checker import discover, user
 from explorer.checker.checks import (
-    SWEEP_N,
-    SWEEP_RANGE,
     VERIFICATION_DIR,
     Check,
-    check_finite,
-    check_graph,
-    check_keras_fit,
-    check_shape_dtype,
-    check_special_points,
-    check_vs_autodiff,
 )
-from explorer.explore.sweeps import sweep
 
 
 def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
-    """Run the six checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
+    """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
 
+    One checker for every op (:func:`explorer.checker.user.check_function`): a built-in op is a function
+    with declarations (forward, surrogate, special points, why), your own function one without.
     Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
     themselves never raise.
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
-    if spec.user_function is not None:
-        return user.check_function(spec, **resolved)
-    lo, hi = SWEEP_RANGE
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")  # a new tf.function per op and per check is intended: no retracing warnings
-    try:
-        try:
-            result = sweep(spec, lo, hi, SWEEP_N, params=resolved)
-        except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
-            result = None
-        return [
-            check_finite(spec, resolved),
-            check_shape_dtype(spec, resolved),
-            check_graph(spec, resolved),
-            check_keras_fit(spec, resolved),
-            check_special_points(spec, resolved, result),
-            check_vs_autodiff(spec, resolved, result),
-        ]
-    finally:
-        logger.setLevel(level)
+    return user.check_function(spec, **resolved)
 
 
 # -- the command line ------------------------------------------------------------------------------------
@@ -150,8 +124,9 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
-    Returns the rows (as :func:`run_all`) and one line per target or function that could not be
-    checked (missing, import error, nothing to check, a signature that cannot be an op).
+    Returns the rows (as :func:`run_all`) and one line per target that could not be checked (missing,
+    import error, nothing to check). A function that cannot be checked (a bad declaration, no inputs it
+    accepts) is a failed or warned row of its own, never a problem of the whole module.
     """
     found = discover.Discovered()
     for target in targets:
@@ -163,11 +138,20 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
         if item in found.functions:
             try:
-                spec = ops.from_function(item.obj, key=item.name)
-            except (TypeError, ValueError) as error:
-                problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
-                continue
-            results = user.check_function(spec)
+                spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
+            except Exception as error:  # noqa: BLE001 - a bad declaration or an unreadable signature: a row, not exit 2
+                message = (
+                    f"cannot be checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
+                    f"{discover.DECLARATIONS} dict (keys: {', '.join(discover.DECLARED_KEYWORDS)})"
+                )
+                results = [
+                    Check(name, False, message, "fail")
+                    if name == "shape_dtype"
+                    else Check(name, True, "not run: the function cannot be checked (see shape_dtype)", "warn")
+                    for name in user.FUNCTION_CHECKS
+                ]
+            else:
+                results = user.check_function(spec)
         else:
             siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
             results = user.check_layer(item.obj, siblings)

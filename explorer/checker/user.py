@@ -16,7 +16,14 @@
 6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
    numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns;
 7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
-   gradient (not autodiff, not an error).
+   gradient (not autodiff, not an error; NaN compared equal to NaN).
+
+Flags (a bool or string default) are checked at each value by ``finite``, ``shape_dtype`` and ``graph``.
+Where the float64 forward is NaN (outside the function's domain, e.g. ``log(sinh(x))`` for x < 0), ``finite``
+and ``vs_autodiff`` say so and do not count it, and ``keras_fit`` maps its inputs into the domain.
+A function of several inputs or outputs, a non-elementwise one (a norm, a matrix product) or one that reads
+a variable gets the same seven checks from :mod:`explorer.checker.general`. A built-in op (no
+``user_function``) goes through the same plan with its declared-op checks (:func:`_declared_plan`).
 
 :func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
 ``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
@@ -44,6 +51,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
+from explorer.checker import checks, general
 from explorer.checker.checks import (
     SWEEP_N,
     SWEEP_RANGE,
@@ -97,6 +105,11 @@ HINTS = (
         "(None for the parameter), or close over it",
     ),
     (
+        "must accept keyword argument 'variables'",
+        "the function reads a tf.Variable: its backward must take variables=None and return (input gradients, "
+        "[one gradient per variable])",
+    ),
+    (
         "numpy",
         "NumPy (.numpy(), np.*) inside the function or its backward works only eagerly: use TensorFlow ops",
     ),
@@ -148,21 +161,33 @@ def _changed(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, float]:
 class CallsYourFunction(keras.layers.Layer):
     """A layer that calls a user's custom-gradient function (as its signature asks) on its input."""
 
-    def __init__(self, user: ops.user.UserFunction, params: Mapping[str, float] | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        user: ops.user.UserFunction,
+        params: Mapping[str, float] | None = None,
+        domain: tuple[float, float] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         self.user = user
         self.call_params = dict(params or {})
+        self.domain = domain  # (lo, hi): inputs are mapped into it (lo + (hi - lo) * sigmoid), for a training model
 
     def call(self, inputs):
+        if self.domain is not None:
+            lo, hi = self.domain
+            inputs = lo + (hi - lo) * tf.math.sigmoid(inputs)
         return self.user.call(inputs, self.call_params)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
 
-def _caller(spec: ops.OpSpec, params: Mapping[str, float]) -> Callable[[tf.Tensor], tf.Tensor]:
+def _caller(
+    spec: ops.OpSpec, params: Mapping[str, float], flags: Mapping[str, Any] | None = None
+) -> Callable[[tf.Tensor], tf.Tensor]:
     user, given = _user(spec), _changed(spec, params)
-    return lambda x: user.call(x, given)
+    return lambda x: user.call(x, given, flags)
 
 
 # -- function checks ------------------------------------------------------------------------------------
@@ -175,11 +200,32 @@ def _at(x: np.ndarray, sweep_size: int, mask: np.ndarray) -> str:
     return ", ".join(parts)
 
 
+def _forward64(user: ops.user.UserFunction, x64: np.ndarray, params: Mapping[str, float], flags) -> np.ndarray:
+    """The undecorated forward in float64 at ``x64`` (all finite if it does not run in float64)."""
+    try:
+        values = user.forward_values(tf.constant(x64, tf.float64), params, flags).numpy()
+        return np.broadcast_to(np.asarray(values, np.float64), x64.shape)
+    except Exception:  # noqa: BLE001 - e.g. a float32 variable: no domain to infer
+        return np.zeros_like(x64)
+
+
+def _gradient_too_large(call: Callable[[tf.Tensor], tf.Tensor], x64: np.ndarray, dtype: str) -> np.ndarray:
+    """Where the function's own float64 gradient does not fit ``dtype`` (an overflow that is no bug)."""
+    try:
+        _, grad = value_and_grad(call, tf.constant(x64, tf.float64))
+        values = np.abs(np.asarray(grad.numpy(), np.float64))
+    except Exception:  # noqa: BLE001 - no float64 gradient to tell
+        return np.zeros(x64.shape, bool)
+    return values > float(np.finfo(dtype).max)
+
+
 @_guarded("finite")
-def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
-    user, call = _user(spec), _caller(spec, params)
+def check_finite(spec: ops.OpSpec, params: Mapping[str, float], flags: Mapping[str, Any] | None = None) -> Check:
+    """Where the float64 forward itself is NaN (outside the function's domain) nothing is counted."""
+    user, call = _user(spec), _caller(spec, params, flags)
     problems: list[str] = []
     notes: list[str] = []
+    domain = np.zeros(0, bool)
     largest = 0.0
     sweep_x = _grid(spec, params)
     for dtype, places in HARD_PLACES.items():
@@ -206,16 +252,25 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
                 f"{x64.shape} (see shape_dtype)",
             )
         where = functools.partial(_at, x64, sweep_x.size if dtype == "float32" else 0)
+        outside = np.isnan(_forward64(user, x64, {**spec.defaults(), **params}, flags))
+        if dtype == "float32":
+            domain = outside[: sweep_x.size]
         for what, values in (("forward", forward), ("gradient", gradient)):
-            if np.isnan(values).any():
-                problems.append(f"{dtype}: the {what} is NaN at {where(np.isnan(values))}")
+            if (np.isnan(values) & ~outside).any():
+                problems.append(f"{dtype}: the {what} is NaN at {where(np.isnan(values) & ~outside)}")
+        gradient = np.where(outside, 0.0, gradient)
         inf_grad = np.isinf(gradient) & np.isfinite(forward)
+        if inf_grad.any() and dtype != "float64":
+            too_large = _gradient_too_large(call, x64[inf_grad], dtype)
+            if too_large.any():
+                notes.append(f"{dtype} gradient overflows where its float64 value does not fit {dtype}")
+                inf_grad[np.flatnonzero(inf_grad)[too_large]] = False
         if inf_grad.any():
             problems.append(f"{dtype}: the gradient is infinite at {where(inf_grad)} where the forward is finite")
-        overflow = np.isinf(forward)
+        overflow = np.isinf(forward) & ~outside
         if overflow.any():
             at = tf.constant(x64[overflow])
-            true64 = user.forward_values(at, {**spec.defaults(), **params}).numpy() if dtype != "float64" else None
+            true64 = user.forward_values(at, {**spec.defaults(), **params}, flags).numpy() if dtype != "float64" else None
             if true64 is None:
                 notes.append(
                     f"float64 forward overflows at {where(overflow)} (no wider dtype to tell whether it should)"
@@ -239,6 +294,11 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
             "finite", "fail", "; ".join(problems[:4]) + ". Use a stable formula (see RUNBOOK.md, NaN gradient)"
         )
     lo, hi = SWEEP_RANGE
+    if domain.any():
+        notes.append(
+            f"the float64 forward is NaN at {_where(sweep_x.astype(np.float64), domain)} (outside the function's "
+            "domain): not counted"
+        )
     note = f"; noted: {'; '.join(notes)}" if notes else ""
     return _result(
         "finite",
@@ -261,20 +321,26 @@ def _graph_values(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, fl
     return used
 
 
+def _passed(user: ops.user.UserFunction, used: Mapping[str, float], flags: Mapping[str, Any] | None) -> str:
+    """" with slope=12 by keyword, clip=True by keyword": how the non-default values were passed."""
+    parts = [f"{k}={_fmt(v)} by keyword" if k in user.keyword else f"{k}={_fmt(v)} positionally" for k, v in used.items()]
+    for name, value in (flags or {}).items():
+        if value == user.flags[name][0]:
+            parts.append(f"{name}={value!r} (its default, not passed)")
+        else:
+            how = "positionally" if name in user.positional_flags else "by keyword"
+            parts.append(f"{name}={value!r} {how}")
+    return f" with {', '.join(parts)}" if parts else ""
+
+
 @_guarded("graph")
-def check_graph(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
+def check_graph(spec: ops.OpSpec, params: Mapping[str, float], flags: Mapping[str, Any] | None = None) -> Check:
     x_values = _grid(spec, params, n=61)
     x = tf.constant(x_values)
     used = _graph_values(spec, params)
-    call = (lambda x: _user(spec).call(x, used)) if used else _caller(spec, params)
+    call = (lambda x: _user(spec).call(x, used, flags)) if used else _caller(spec, params, flags)
     upstream = tf.fill(tf.shape(x), tf.constant(UPSTREAM, x.dtype))
-    passed = ""
-    if used:
-        user = _user(spec)
-        style = ", ".join(
-            f"{k}={_fmt(v)} by keyword" if k in user.keyword else f"{k}={_fmt(v)} positionally" for k, v in used.items()
-        )
-        passed = f" with {style}"
+    passed = _passed(_user(spec), used, flags)
     try:
         eager_y, eager_grad = value_and_grad(call, x, upstream)
     except Exception as error:  # noqa: BLE001
@@ -372,8 +438,11 @@ def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any
             )
     both = np.isfinite(true) & np.isfinite(custom)
     differs = both & ~np.isclose(custom, true, **COMPARE_TOLERANCE)
-    true_bad = ~np.isfinite(true) & np.isfinite(custom)
+    outside = np.isnan(df["forward"].to_numpy(dtype=np.float64))
+    true_bad = ~np.isfinite(true) & np.isfinite(custom) & ~outside
     parts = []
+    if outside.any():
+        parts.append(f"the forward is NaN at {_where(x, outside)} (outside the function's domain): not compared")
     if true_bad.any():
         parts.append(f"{truth} is NaN/inf at {_where(x, true_bad)} where the custom gradient is finite")
     if not differs.any():
@@ -420,7 +489,7 @@ def _equals_true(gradient: np.ndarray, true_call: Callable[[tf.Tensor], tf.Tenso
     if true_call is None:
         return False
     _, true_grad = value_and_grad(true_call, x)
-    return true_grad is not None and np.allclose(gradient, true_grad.numpy(), **COMPARE_TOLERANCE)
+    return true_grad is not None and np.allclose(gradient, true_grad.numpy(), equal_nan=True, **COMPARE_TOLERANCE)
 
 
 def _gradient_after_reload(
@@ -448,9 +517,9 @@ def _gradient_after_reload(
             name, "fail", "after model.export and reload the input gradient is None: the custom gradient was lost"
         )
     got, want = got_grad.numpy(), want_grad.numpy()
-    if not np.allclose(got_y.numpy(), want_y.numpy(), **COMPARE_TOLERANCE):
+    if not np.allclose(got_y.numpy(), want_y.numpy(), equal_nan=True, **COMPARE_TOLERANCE):
         return _result(name, "fail", "after model.export and reload the output differs from the original model")
-    if not np.allclose(got, want, **COMPARE_TOLERANCE):
+    if not np.allclose(got, want, equal_nan=True, **COMPARE_TOLERANCE):
         gap = float(np.max(np.abs(got - want)))
         lost = ": it equals autodiff, the custom gradient was lost" if _equals_true(got, true_call, x) else ""
         return _result(
@@ -468,25 +537,79 @@ def _gradient_after_reload(
 
 @_guarded("saved_model")
 def check_saved_model(spec: ops.OpSpec, params: Mapping[str, float]) -> Check:
-    user, given = _user(spec), _changed(spec, params)
-    return _gradient_after_reload(
-        "saved_model", lambda: CallsYourFunction(user, given), functools.partial(_true, spec, params)
-    )
+    """A built-in op through ``ops.SurrogateLayer``, your function through a layer that calls it."""
+    if spec.user_function is None:
+        make_layer = functools.partial(ops.SurrogateLayer, spec, params=dict(params))
+    else:
+        make_layer = functools.partial(CallsYourFunction, spec.user_function, _changed(spec, params))
+    return _gradient_after_reload("saved_model", make_layer, functools.partial(_true, spec, params))
 
 
 def _true(spec: ops.OpSpec, params: Mapping[str, float], x: tf.Tensor) -> tf.Tensor:
     return spec.forward(x, **params)
 
 
+def is_elementwise(user: ops.user.UserFunction, params: Mapping[str, float]) -> bool:
+    """See :meth:`ops.user.UserFunction.is_elementwise`: such a function gets the sweep-based checks."""
+    return user.is_elementwise(params)
+
+
+def _each_flag(
+    name: str, user: ops.user.UserFunction, check: Callable[[Mapping[str, Any] | None], Check]
+) -> Callable[[], Check]:
+    """Run ``check`` at every flag setting (both values of a bool, a string's default): the first that does
+    not pass, named by its flags; else the default's row, saying which values were checked."""
+
+    def run() -> Check:
+        settings = user.flag_settings()
+        if settings == [{}]:
+            return check(None)
+        results = []
+        for flags in settings:
+            result = check(flags)
+            at = ", ".join(f"{k}={v!r}" for k, v in flags.items())
+            if result.level != "pass":
+                return _result(name, result.level, f"at {at}: {result.message}")
+            results.append(result)
+        every = " and ".join(", ".join(f"{k}={v!r}" for k, v in flags.items()) for flags in settings)
+        return _result(name, "pass", f"{results[0].message} (at {every})")
+
+    return run
+
+
+def _domain(spec: ops.OpSpec, params: Mapping[str, float]) -> tuple[float, float] | None:
+    """The longest run of the sweep grid where the float64 forward is not NaN, if it is NaN anywhere."""
+    x = _grid(spec, params).astype(np.float64)
+    outside = np.isnan(_forward64(_user(spec), x, {**spec.defaults(), **params}, None))
+    if not outside.any() or outside.all():
+        return None
+    from explorer.explore import detect
+
+    runs = detect.runs(~outside)
+    start, end = max(runs, key=lambda r: r[1] - r[0])
+    return float(x[start]), float(x[end])
+
+
 def check_function(
     op: ops.OpSpec | Callable[..., Any], /, *, time_limit: float = TIME_LIMIT, **params: Any
 ) -> list[Check]:
-    """Run :data:`FUNCTION_CHECKS` on a user op (an OpSpec from :func:`ops.from_function`, or the function)."""
+    """Run :data:`FUNCTION_CHECKS` on a user op (an OpSpec from :func:`ops.from_function`, or the function).
+
+    One input, elementwise (:func:`is_elementwise`): the sweep-based checks below; any other signature
+    (several inputs or outputs, a reduction, captured variables): those of :mod:`explorer.checker.general`."""
     spec = op if isinstance(op, ops.OpSpec) else ops.from_function(op)
-    _user(spec)
     resolved = spec.resolve(params)
-    lo, hi = SWEEP_RANGE
+    if spec.user_function is None:
+        return _declared_plan(spec, resolved, time_limit)
+    user = _user(spec)
     with _quiet_tensorflow():
+        try:
+            elementwise = call_with_time_limit(lambda: is_elementwise(user, resolved), time_limit, name="check-probe")
+        except TimeLimitExceeded:
+            elementwise = True  # a hung forward: the elementwise checks each report it within their limit
+        if not elementwise:
+            return _general_plan(spec, resolved, time_limit)
+        lo, hi = SWEEP_RANGE
         shared: dict[str, Any] = {}
 
         def with_sweep(check: Callable[..., Check]) -> Callable[[], Check]:
@@ -497,20 +620,99 @@ def check_function(
 
             return run
 
+        def keras_fit() -> Check:
+            layer = CallsYourFunction(user, _changed(spec, resolved), domain=_domain(spec, resolved))
+            return check_keras_fit(None, resolved, layer=layer)
+
         plan: Sequence[tuple[str, Callable[[], Check]]] = (
-            ("finite", lambda: check_finite(spec, resolved)),
-            ("shape_dtype", lambda: check_shape_dtype(spec, resolved, call=_caller(spec, resolved))),
-            ("graph", lambda: check_graph(spec, resolved)),
+            ("finite", _each_flag("finite", user, lambda flags: check_finite(spec, resolved, flags))),
             (
-                "keras_fit",
-                lambda: check_keras_fit(None, resolved, layer=CallsYourFunction(_user(spec), _changed(spec, resolved))),
+                "shape_dtype",
+                _each_flag(
+                    "shape_dtype",
+                    user,
+                    lambda flags: check_shape_dtype(spec, resolved, call=_caller(spec, resolved, flags)),
+                ),
             ),
+            ("graph", _each_flag("graph", user, lambda flags: check_graph(spec, resolved, flags))),
+            ("keras_fit", keras_fit),
             ("special_points", with_sweep(check_special_points)),
             ("vs_autodiff", with_sweep(check_vs_autodiff)),
             ("saved_model", lambda: check_saved_model(spec, resolved)),
         )
         results = _run_plan(plan, time_limit)
     return _blame_shape(results)
+
+
+def _declared_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
+    """An op that declares its forward, surrogate and special points (a built-in, an editor op): the checks
+    of :mod:`explorer.checker.checks` (its declared points must match the detected ones; a difference from
+    autodiff is intentional and quotes its ``why``) and ``saved_model``, run as a user function's are."""
+    lo, hi = SWEEP_RANGE
+    shared: dict[str, Any] = {}
+
+    def with_sweep(check: Callable[..., Check]) -> Callable[[], Check]:
+        def run() -> Check:
+            if "sweep" not in shared:
+                try:
+                    shared["sweep"] = sweep(spec, lo, hi, SWEEP_N, params=params)
+                except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
+                    shared["sweep"] = None
+            return check(spec, params, shared["sweep"])
+
+        return run
+
+    plan: Sequence[tuple[str, Callable[[], Check]]] = (
+        ("finite", lambda: checks.check_finite(spec, params)),
+        ("shape_dtype", lambda: check_shape_dtype(spec, params)),
+        ("graph", lambda: checks.check_graph(spec, params)),
+        ("keras_fit", lambda: check_keras_fit(spec, params)),
+        ("special_points", with_sweep(checks.check_special_points)),
+        ("vs_autodiff", with_sweep(checks.check_vs_autodiff)),
+        ("saved_model", lambda: check_saved_model(spec, params)),
+    )
+    with _quiet_tensorflow():
+        return _run_plan(plan, time_limit)
+
+
+def _general_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
+    """The checks of :mod:`explorer.checker.general`, on input shapes found once (within the time limit)."""
+    user, given = _user(spec), _changed(spec, params)
+
+    def call_for(flags: Mapping[str, Any] | None) -> Callable[[Sequence[tf.Tensor]], Any]:
+        return lambda inputs: user.call_all(inputs, given, flags)
+
+    try:
+        found = call_with_time_limit(lambda: general.find_inputs(user, call_for(None)), time_limit, "check-inputs")
+    except TimeLimitExceeded:
+        message = f"TimeoutError: finding inputs the function accepts did not finish within {time_limit:g} s"
+        return [_result(name, "fail", message) for name in FUNCTION_CHECKS]
+    except BaseException as error:  # noqa: BLE001 - user code
+        return [_result(name, "fail", f"the check raised {_explained(error)}") for name in FUNCTION_CHECKS]
+    if not found.working:
+        level, message = general.no_inputs_message(user, found)
+        message = _explain_fail(_result("shape_dtype", "fail", message)).message if level == "fail" else message
+        rest = "not run: the function cannot run (see shape_dtype)" if level == "fail" else "not run: no inputs found (see shape_dtype)"
+        return [
+            _result(name, level, message) if name == "shape_dtype" else _result(name, "warn", rest)
+            for name in FUNCTION_CHECKS
+        ]
+    values = {**spec.defaults(), **params}
+
+    def passed(flags: Mapping[str, Any] | None) -> str:
+        return _passed(user, {}, flags)
+
+    guarded = {name: _guarded(name) for name in FUNCTION_CHECKS}
+    plan: Sequence[tuple[str, Callable[[], Check]]] = (
+        ("finite", lambda: guarded["finite"](general.check_finite)(user, found, call_for, values)),
+        ("shape_dtype", lambda: guarded["shape_dtype"](general.check_shape_dtype)(user, found, call_for)),
+        ("graph", lambda: guarded["graph"](general.check_graph)(user, found, call_for, passed)),
+        ("keras_fit", lambda: guarded["keras_fit"](general.check_keras_fit)(user, found, call_for(None))),
+        ("special_points", lambda: general.not_elementwise(user, found)),
+        ("vs_autodiff", lambda: guarded["vs_autodiff"](general.check_vs_autodiff)(user, found, call_for, values, spec.why)),
+        ("saved_model", lambda: guarded["saved_model"](general.check_saved_model)(user, found, call_for(None))),
+    )
+    return _blame_shape(_run_plan(plan, time_limit))
 
 
 def _run_plan(plan: Sequence[tuple[str, Callable[[], Check]]], time_limit: float) -> list[Check]:

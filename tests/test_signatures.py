@@ -1,0 +1,302 @@
+"""The checker on every custom-gradient signature TensorFlow accepts: several inputs and outputs, reductions,
+broadcasting, matrix products, captured variables, flags, a restricted domain.
+
+Each verdict names its check and its input; the numbers the checks rest on are compared with NumPy
+formulas written here (the gradients of x * y, a @ b, |x|, sin/cos), not with the checker's own output.
+"""
+
+import contextlib
+import io
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ops
+from examples.bias_add import bias_add
+from examples.binarize import binarize
+from examples.gradient_reversal import grad_reverse
+from examples.log_sinh import log_sinh
+from examples.matmul import matmul
+from examples.pitfall_bias_not_reduced import bias_add_unreduced
+from examples.pitfall_flag_in_graph import sign_ste
+from examples.pitfall_matmul_transpose import matmul_no_transpose
+from examples.pitfall_norm_nan import norm_naive_grad
+from examples.pitfall_one_gradient import product_one_gradient
+from examples.pitfall_variables_keyword import gained
+from examples.safe_norm import safe_norm
+from examples.scale_by_variable import scale, scaled
+from examples.sin_cos import sin_cos
+from explorer import testing
+from explorer.checker import general, runner
+from explorer.checker import user as usercheck
+
+
+def by_name(results):
+    return {result.name: result for result in results}
+
+
+def found_for(fn, **declarations):
+    user = ops.from_function(fn, **declarations).user_function
+    return user, general.find_inputs(user, lambda inputs: user.call_all(inputs))
+
+
+# -- the example functions compute what they say (independent NumPy references) -----------------------------
+def test_the_correct_examples_have_the_textbook_gradients():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3)), rng.normal(size=(3, 4))
+    dy = rng.normal(size=(2, 4))
+    ev = general.evaluate(lambda i: matmul(*i), general.tensors([a, b], "float64"), [tf.constant(dy)])
+    np.testing.assert_allclose(ev.input_grads[0].numpy(), dy @ b.T)
+    np.testing.assert_allclose(ev.input_grads[1].numpy(), a.T @ dy)
+    x = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]])  # the zero vector: a finite subgradient, 0
+    ev = general.evaluate(lambda i: safe_norm(*i), general.tensors([x], "float64"))
+    np.testing.assert_allclose(ev.outputs[0].numpy(), [5.0, 0.0])
+    np.testing.assert_allclose(ev.input_grads[0].numpy(), [[0.6, 0.8, 0.0], [0.0, 0.0, 0.0]])
+    x, bias = rng.normal(size=(4, 3)), rng.normal(size=(3,))
+    ev = general.evaluate(lambda i: bias_add(*i), general.tensors([x, bias], "float64"), 2.0)
+    np.testing.assert_allclose(ev.input_grads[1].numpy(), np.full(3, 8.0))  # 4 rows of upstream 2
+    t = np.linspace(-1.0, 1.0, 5)
+    ev = general.evaluate(lambda i: sin_cos(*i), general.tensors([t], "float64"))
+    np.testing.assert_allclose(ev.input_grads[0].numpy(), np.cos(t) - np.sin(t))
+
+
+# -- which input shapes the checker finds ---------------------------------------------------------------------
+def test_matmul_is_found_only_by_the_matrix_product_rule_with_three_different_sizes():
+    user, found = found_for(matmul)
+    assert [a.shapes for a in found.working] == [((2, 3), (3, 4)), ((5, 2), (2, 3))]
+    assert {a.rule for a in found.working} == {"matrix product"}
+    # every other rule is refused by the forward (a (4, 3) @ (4, 3) product cannot run), and said so
+    assert any("(4, 3)" in failure and "forward raised" in failure for failure in found.failures)
+
+
+def test_a_broadcasting_function_is_checked_at_two_different_rules():
+    user, found = found_for(bias_add)
+    rules = [a.rule for a in found.working[:2]]
+    assert rules == ["every input of one shape", "extra inputs as scalars"]
+    assert ((4, 3), (3,)) in [a.shapes for a in found.working]
+
+
+def test_declared_input_shapes_win():
+    user, found = found_for(bias_add, input_shapes=[((6, 2), (2,)), ((3, 7), (7,))])
+    assert [a.shapes for a in found.working] == [((6, 2), (2,)), ((3, 7), (7,))]
+    assert {a.rule for a in found.working} == {"declared"}
+    result = by_name(usercheck.check_function(ops.from_function(bias_add, input_shapes=[((6, 2), (2,)), ((3, 7), (7,))])))
+    assert result["shape_dtype"].level == "pass" and "x (6, 2), bias (2,)" in result["shape_dtype"].message
+
+
+def test_a_function_whose_inputs_cannot_be_found_is_a_warn_row_that_says_how_to_declare_them():
+    @tf.custom_gradient
+    def needs_seven(x, y):
+        """A forward for vectors of 7 only."""
+        return tf.ensure_shape(x, (7,)) * y, lambda dy: (dy * y, dy * x)
+
+    results = by_name(usercheck.check_function(ops.from_function(needs_seven)))
+    row = results["shape_dtype"]
+    assert row.level == "warn" and "no input shapes found that needs_seven accepts" in row.message
+    assert "input_shapes" in row.message and "GRADIENT_EXPLORER" in row.message
+    assert all(r.level == "warn" for r in results.values())
+    declared = by_name(usercheck.check_function(ops.from_function(needs_seven, input_shapes=[((7,), (7,))])))
+    assert not [r for r in declared.values() if r.level != "pass"], declared
+    # declared with a scalar y, its gradient dy * x is not summed back: the declaration is checked as given
+    scalar_y = by_name(usercheck.check_function(ops.from_function(needs_seven, input_shapes=[((7,), ())])))
+    assert "input y: gradient has shape (7,), expected ()" in scalar_y["shape_dtype"].message
+
+
+# -- verdicts of the correct functions: no fail, each message says what was checked --------------------------
+@pytest.mark.slow
+def test_two_input_gradient_reversal_passes_and_its_difference_is_named_per_input():
+    results = by_name(testing.assert_custom_gradient(grad_reverse))  # the guardrail takes two inputs
+    assert "x (4, 3), lam (4, 3)" in results["shape_dtype"].message
+    assert "no gradient (None) for lam" in results["shape_dtype"].message
+    vs = results["vs_autodiff"]
+    # the backward is -lam * dy, the true gradient dy: in every direction vᵀJu(custom) = -lam vᵀJu(true)
+    assert vs.message.startswith("intentional:") and "input x:" in vs.message and "input lam" not in vs.message
+    assert "lam has no gradient (None)" in results["keras_fit"].message
+    assert "does not apply" in results["special_points"].message
+
+
+@pytest.mark.slow
+def test_reduction_passes_with_the_zero_vector_checked():
+    results = by_name(testing.assert_custom_gradient(safe_norm))
+    assert "the zero vector" in results["finite"].message
+    assert results["vs_autodiff"].level == "pass" and "equals the numerical one" in results["vs_autodiff"].message
+
+
+@pytest.mark.slow
+def test_a_variable_is_trained_by_the_fit_and_put_back():
+    before = scale.numpy()
+    results = by_name(testing.assert_custom_gradient(scaled))
+    assert "variable(s) scale updated by the fit" in results["keras_fit"].message
+    assert scale.numpy() == before  # the check leaves the team's variable as it found it
+
+
+@pytest.mark.slow
+def test_a_flag_is_checked_at_both_values():
+    results = by_name(testing.assert_custom_gradient(binarize))
+    assert "clip=True positionally" in results["graph"].message or "clip=True" in results["graph"].message
+    assert "(at clip=False and clip=True)" in results["graph"].message
+
+
+@pytest.mark.slow
+def test_a_domain_is_inferred_from_the_float64_forward():
+    x = np.linspace(-3.0, 3.0, 7)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.log(np.sinh(x[x < 0]))).all()  # the reference: outside the domain for x < 0
+    results = by_name(testing.assert_custom_gradient(log_sinh))
+    assert "outside the function's domain" in results["finite"].message
+    assert "outside the function's domain" in results["vs_autodiff"].message
+    assert results["saved_model"].level == "pass"  # NaN compared equal to NaN after reload
+    assert results["keras_fit"].level == "pass"  # the model's inputs are mapped into (0, 3]
+
+
+# -- verdicts of the broken ones: the named check, the input and the cause --------------------------------------
+@pytest.mark.slow
+def test_a_bias_gradient_not_summed_back_fails_shape_dtype_naming_the_bias():
+    results = by_name(usercheck.check_function(ops.from_function(bias_add_unreduced)))
+    row = results["shape_dtype"]
+    assert row.level == "fail" and "input bias: gradient has shape (4, 3), expected ()" in row.message
+    with pytest.raises(AssertionError, match="input bias"):
+        testing.assert_custom_gradient(bias_add_unreduced)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "fn,check,says",
+    [
+        (product_one_gradient, "shape_dtype", ["x (4, 3), y (4, 3)", "expected to return 2 gradients"]),
+        (matmul_no_transpose, "shape_dtype", ["a (2, 3), b (3, 4)", "Matrix size-incompatible: In[0]: [2,4]"]),
+        (gained, "shape_dtype", ["keyword argument 'variables'", "Fix: the function reads a tf.Variable"]),
+        (sign_ste, "graph", ["at clip=True", "clip=True by keyword", "only when eager"]),
+        (norm_naive_grad, "finite", ["float32, x = the zero vector: the gradient of x is NaN"]),
+    ],
+)
+def test_a_broken_function_fails_the_named_check(fn, check, says):
+    results = by_name(usercheck.check_function(ops.from_function(fn)))
+    assert results[check].level == "fail", results[check]
+    for text in says:
+        assert text in results[check].message, (text, results[check].message)
+    assert [r.name for r in results.values() if r.level == "fail"] == [check]
+
+
+def test_directional_check_finds_a_wrong_gradient_of_one_input_only():
+    @tf.custom_gradient
+    def product_wrong_y(x, y):
+        """x * y with the gradient of y doubled."""
+        return x * y, lambda dy: (dy * y, 2.0 * dy * x)
+
+    user, found = found_for(product_wrong_y)
+    result = general.check_vs_autodiff(user, found, lambda flags: lambda i: user.call_all(i, {}, flags), {}, "")
+    assert result.level == "warn" and "input y:" in result.message and "input x:" not in result.message
+    assert "a constant 2 times the numerical one" in result.message
+
+
+class AtZero(general.Assignment):
+    """x exactly 0 (on the kink of |x|), y ones."""
+
+    def values(self, seed):
+        return [np.zeros(3), np.ones(3)]
+
+
+def test_directional_check_on_a_kink_is_not_a_wrong_gradient():
+    @tf.custom_gradient
+    def abs_plus(x, y):
+        """|x| + y; at x = 0 the backward takes the right-hand slope, 1."""
+        return tf.abs(x) + y, lambda dy: (dy * tf.where(x >= 0, tf.ones_like(x), -tf.ones_like(x)), dy)
+
+    user = ops.from_function(abs_plus).user_function
+    found = general.Found(working=[AtZero(((3,), (3,)), "declared")])
+    rows = general._directional(user, {}, {}, lambda i: user.call_all(i), found.working[0], 1)
+    x_rows = [r for r in rows if r["input"] == "x"]
+    # the reference: the central difference of |t u| at t = 0 is 0, the one-sided ones are +-sum(v |u|)
+    assert all(r["numerical"] == pytest.approx(0.0, abs=1e-9) and not r["smooth"] for r in x_rows)
+    assert all(r["smooth"] for r in rows if r["input"] == "y")
+    result = general.check_vs_autodiff(user, found, lambda flags: lambda i: user.call_all(i, {}, flags), {}, "")
+    assert result.level == "pass" and "sit on a kink or jump" in result.message
+
+
+# -- the command line: a module of such functions is checked, never refused -----------------------------------
+def test_a_module_of_several_input_functions_gets_rows_and_exit_1_not_2(tmp_path, capsys):
+    module = tmp_path / "team_ops.py"
+    module.write_text(
+        textwrap.dedent(
+            '''
+            import tensorflow as tf
+
+            GRADIENT_EXPLORER = {"clip_gradient_by_norm": {"input_shapes": [((4, 3), ()), ((2, 5), ())]}}
+
+
+            @tf.custom_gradient
+            def clip_gradient_by_norm(x, norm):
+                """TensorFlow's docstring example: clips the gradient's norm, not the value."""
+                y = tf.identity(x)
+
+                def grad_fn(dy):
+                    return [tf.clip_by_norm(dy, norm), None]
+
+                return y, grad_fn
+
+
+            @tf.custom_gradient
+            def times(x, y):
+                """x * y, the gradient not summed back for a broadcast y."""
+                return x * y, lambda dy: (dy * y, dy * x)
+            '''
+        )
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = runner.main([str(module), "--json"])
+    rows = {(r["op"], r["check"]): r for r in json.loads(out.getvalue())}
+    assert code == 1
+    assert "x (4, 3), norm scalar" in rows[("clip_gradient_by_norm", "shape_dtype")]["message"]  # the declaration
+    assert all(r["passed"] for (op, _), r in rows.items() if op == "clip_gradient_by_norm")
+    assert "input y: gradient has shape (4, 3), expected ()" in rows[("times", "shape_dtype")]["message"]
+
+
+def test_a_bad_declaration_is_a_failed_row_of_that_function(tmp_path, capsys):
+    module = tmp_path / "declared_badly.py"
+    module.write_text(
+        "import tensorflow as tf\n"
+        "GRADIENT_EXPLORER = {'f': {'input_shapes': 'big'}}\n"
+        "@tf.custom_gradient\n"
+        "def f(x, y):\n"
+        "    return x * y, lambda dy: (dy * y, dy * x)\n"
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = runner.main([str(module), "--json"])
+    rows = {r["check"]: r for r in json.loads(out.getvalue())}
+    assert code == 1 and rows["shape_dtype"]["level"] == "fail"
+    assert "input_shapes must be a list of assignments" in rows["shape_dtype"]["message"]
+
+
+def test_a_factory_closure_bound_at_module_level_is_found_and_checked(tmp_path):
+    module = tmp_path / "factory_ops.py"
+    module.write_text(
+        textwrap.dedent(
+            '''
+            import tensorflow as tf
+
+
+            def make_ste(threshold):
+                @tf.custom_gradient
+                def ste(x):
+                    """Step at the threshold; the straight-through estimator passes dy."""
+                    return tf.cast(x > threshold, x.dtype), lambda dy: dy
+
+                return ste
+
+
+            ste = make_ste(0.5)
+            '''
+        )
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = runner.main([str(module), "--json"])
+    rows = {r["check"]: r for r in json.loads(out.getvalue())}
+    assert code == 0 and {r["level"] for r in rows.values()} <= {"pass", "warn"}
+    assert "x = 0.5 (jump)" in rows["special_points"]["message"]  # the bound threshold, found by the sweep
