@@ -9,12 +9,13 @@ import streamlit as st
 from explorer.ui import runtime
 
 with runtime.startup_imports():  # the collector paused while TensorFlow and the rest import
-    from explorer import cpu
+    from explorer import cpu, loaded
     from explorer.ui import editor, explore, train
 
 
 def main() -> None:
     cpu.one_thread_per_op()  # before the first TensorFlow op of the process
+    loaded.start_workers()  # your ops' worker processes warm up while this first page loads (no-op later)
     runtime.skip_direct_execution_warning()
     # A Material icon, not an emoji-like string: Streamlit checks a string icon against its emoji
     # catalogue (loaded on first use, part of every cold start) unless it is ":material/...:".

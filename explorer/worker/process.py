@@ -1,0 +1,296 @@
+"""The worker process and its protocol (see :mod:`explorer.worker` for why it is built this way).
+
+Protocol over one duplex ``Pipe``: the child sends ``("ready", pid)`` once its warm-up calls are done;
+then for every ``(function, args, kwargs)`` it receives it answers ``("ok", value, threads_left)`` or
+``("raised", exception, threads_left)``; for ``SystemExit`` / ``KeyboardInterrupt`` it answers
+``("ended", text)`` and exits. ``threads_left`` > 0 means the call left a Python thread running: the
+parent retires that worker. Anything else (no answer within the time limit, the process gone) is
+seen by the parent, which kills and replaces the worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+CALL_SECONDS_ENV = "GRADIENT_EXPLORER_CALL_SECONDS"
+CHECK_SECONDS_ENV = "GRADIENT_EXPLORER_CHECK_SECONDS"
+MEMORY_ENV = "GRADIENT_EXPLORER_WORKER_MEMORY_MB"
+DEFAULT_CALL_SECONDS = 20.0
+DEFAULT_CHECK_SECONDS = 300.0
+DEFAULT_MEMORY_MB = 8192
+START_SECONDS = 300.0  # importing TensorFlow and the operator's modules; on a busy 2-core host this is slow
+EXIT_ON_BASE_EXCEPTION = 70  # the child's exit code after it reported SystemExit / KeyboardInterrupt
+
+Warm = Sequence[tuple[Callable[..., Any], tuple]]
+
+
+def _seconds(env: str, default: float) -> float:
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{env}={text!r} is not a number of seconds; allowed: a number > 0") from None
+    if not value > 0:
+        raise ValueError(f"{env}={text!r}; allowed: a number of seconds > 0")
+    return value
+
+
+def call_seconds() -> float:
+    """The time limit of one sweep or probe of a loaded op (``GRADIENT_EXPLORER_CALL_SECONDS``, default 20)."""
+    return _seconds(CALL_SECONDS_ENV, DEFAULT_CALL_SECONDS)
+
+
+def check_seconds() -> float:
+    """The time limit of the checks of one function (``GRADIENT_EXPLORER_CHECK_SECONDS``, default 300)."""
+    return _seconds(CHECK_SECONDS_ENV, DEFAULT_CHECK_SECONDS)
+
+
+def memory_cap_mb() -> int:
+    """A worker's address-space cap in MB (``GRADIENT_EXPLORER_WORKER_MEMORY_MB``, default 8192, 0 = none)."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return DEFAULT_MEMORY_MB
+    if not text.isdigit():
+        raise ValueError(f"{MEMORY_ENV}={text!r}; allowed: a whole number of MB >= 0 (0: no cap)")
+    return int(text)
+
+
+class WorkerFailure(Exception):
+    """The call did not give a result or an exception: ``how`` says what happened to it."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class CallTimedOut(WorkerFailure, TimeoutError):
+    """The call did not return within its time limit; its worker was killed."""
+
+
+class WorkerDied(WorkerFailure):
+    """The worker process ended during the call (exit, signal, SystemExit, KeyboardInterrupt)."""
+
+
+class RemoteError(Exception):
+    """An exception of the child that could not be pickled: its type's name and its text."""
+
+    def __init__(self, type_name: str, text: str) -> None:
+        super().__init__(f"{type_name}: {text}" if text else type_name)
+        self.type_name = type_name
+
+
+def how_it_ended(exitcode: int | None) -> str:
+    """``exit code 3`` / ``signal SIGSEGV`` for a process's ``exitcode`` (negative: the signal)."""
+    if exitcode is None:
+        return "is still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (the kernel's out-of-memory killer sends it too)" if name == "SIGKILL" else ""
+        return f"killed the worker process with signal {name}{hint}"
+    return f"ended the worker process with exit code {exitcode}"
+
+
+# -- the child -------------------------------------------------------------------------------------------
+def _cap_memory(megabytes: int) -> None:
+    if megabytes <= 0:
+        return
+    import resource
+
+    limit = megabytes * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the parent dies (a killed server leaves no worker behind)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` if it pickles (and unpickles), else a RemoteError with its type's name and text."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error.with_traceback(None)
+    except Exception:  # noqa: BLE001 - any exception type of user code
+        return RemoteError(type(error).__name__, str(error))
+
+
+def serve(connection: Connection, memory_mb: int, warm: Warm) -> None:
+    """The child's main loop (the target of the worker's Process)."""
+    _die_with_parent()
+    _cap_memory(memory_mb)
+    for function, args in warm:
+        function(*args)
+    baseline = threading.active_count()
+    connection.send(("ready", os.getpid()))
+    while True:
+        try:
+            function, args, kwargs = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple = ("ok", function(*args, **kwargs))
+        except Exception as error:  # noqa: BLE001 - passed to the caller
+            reply = ("raised", _portable(error))
+        except BaseException as error:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: this process ends
+            arguments = ", ".join(repr(a) for a in error.args)
+            connection.send(("ended", f"raised {type(error).__name__}({arguments})"))
+            os._exit(EXIT_ON_BASE_EXCEPTION)
+        threads_left = threading.active_count() - baseline
+        try:
+            connection.send((*reply, threads_left))
+        except Exception as error:  # noqa: BLE001 - a result that does not pickle
+            connection.send(("raised", RuntimeError(f"the result could not be sent back: {error}"), threads_left))
+        if threads_left > 0:
+            os._exit(0)  # the parent retires this worker; exiting now stops the abandoned thread at once
+
+
+# -- the parent ------------------------------------------------------------------------------------------
+class Worker:
+    """One warm child process that runs calls one at a time (:meth:`call`); replaced when it fails.
+
+    ``warm``: ``(function, args)`` pairs the child calls once at start (imports, loading the operator's
+    modules). :meth:`start` returns at once; the first call waits for the warm-up (not counted in its
+    time limit). Thread-safe: concurrent calls queue on a lock.
+    """
+
+    def __init__(self, name: str, warm: Warm = ()) -> None:
+        self.name = name
+        self.warm = tuple(warm)
+        self._lock = threading.Lock()
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._connection: Connection | None = None
+        self._ready = False
+        self.started = 0  # processes started so far (a replaced worker counts again)
+        self.start_seconds: float | None = None  # the last start's warm-up, as the parent waited for it
+
+    # life cycle
+    def start(self) -> None:
+        """Start the child if none is running (non-blocking)."""
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            return
+        self._stop()
+        context = multiprocessing.get_context("spawn")
+        parent_end, child_end = context.Pipe(duplex=True)
+        process = context.Process(
+            target=serve, args=(child_end, memory_cap_mb(), self.warm), name=f"gradient-explorer-{self.name}", daemon=True
+        )
+        self._started_at = time.perf_counter()
+        process.start()
+        child_end.close()
+        self._process, self._connection, self._ready = process, parent_end, False
+        self.started += 1
+
+    def _stop(self) -> None:
+        """Kill the child (if any) and reap it: nothing of it is left running."""
+        process, connection = self._process, self._connection
+        self._process, self._connection, self._ready = None, None, False
+        if connection is not None:
+            connection.close()
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join()
+            process.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return None if process is None else process.pid
+
+    def _wait_ready(self) -> None:
+        assert self._process is not None and self._connection is not None
+        if self._ready:
+            return
+        ready = wait([self._connection, self._process.sentinel], START_SECONDS)
+        if self._connection in ready:
+            try:
+                message = self._connection.recv()
+            except (EOFError, OSError):
+                message = None
+            if message is not None and message[0] == "ready":
+                self._ready = True
+                self.start_seconds = time.perf_counter() - self._started_at
+                return
+        if not ready:
+            self._stop()
+            raise CallTimedOut(f"the worker process did not start within {START_SECONDS:g} s")
+        self._process.join(5)
+        how = how_it_ended(self._process.exitcode)
+        self._stop()
+        raise WorkerDied(f"{how} while it started (importing the operator's modules)")
+
+    # calls
+    def call(self, function: Callable[..., Any], *args: Any, time_limit: float, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)`` in the child: its value, its exception re-raised, or a
+        :class:`WorkerFailure` (CallTimedOut / WorkerDied) after which the worker is replaced."""
+        if not time_limit > 0:
+            raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+        with self._lock:
+            self._start()
+            self._wait_ready()
+            process, connection = self._process, self._connection
+            assert process is not None and connection is not None
+            try:
+                connection.send((function, args, kwargs))
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                raise TypeError(f"cannot send this call to the worker process: {error}") from None
+            ready = wait([connection, process.sentinel], time_limit)
+            reply = None
+            if connection in ready:
+                try:
+                    reply = connection.recv()
+                except (EOFError, OSError):
+                    reply = None
+            if reply is None:
+                if not ready:
+                    self._stop()
+                    self._start()  # warm the replacement now, while the caller reports the failure
+                    raise CallTimedOut(f"did not return within {time_limit:g} s (its worker process was stopped)")
+                process.join(5)
+                how = how_it_ended(process.exitcode)
+                self._stop()
+                self._start()
+                raise WorkerDied(how)
+            if reply[0] == "ended":
+                self._stop()
+                self._start()
+                raise WorkerDied(f"{reply[1]}, which ends a process")
+            kind, value, threads_left = reply
+            if threads_left > 0:
+                self._stop()
+                self._start()
+            if kind == "raised":
+                raise value
+            return value
