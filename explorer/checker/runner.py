@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import json
 import platform
 import sys
@@ -150,30 +151,70 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
+    Each function's or layer's checks run in a worker process (:func:`checked_in_worker`): one that
+    ends its worker or hangs gets failed rows saying how, and the others are still checked.
     Returns the rows (as :func:`run_all`) and one line per target or function that could not be
     checked (missing, import error, nothing to check, a signature that cannot be an op).
     """
     found = discover.Discovered()
+    origin: dict[int, str] = {}
     for target in targets:
-        found.extend(discover.discover(target))
+        got = discover.discover(target)
+        origin.update({id(item): target for item in got.functions + got.layers})
+        found.extend(got)
     problems = [str(error) for error in found.errors]
     names = [item.name for item in found.functions + found.layers]
     rows = []
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
-        if item in found.functions:
-            try:
-                spec = ops.from_function(item.obj, key=item.name)
-            except (TypeError, ValueError) as error:
-                problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
-                continue
-            results = user.check_function(spec)
-        else:
-            siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
-            results = user.check_layer(item.obj, siblings)
+        try:
+            results = checked_in_worker(origin[id(item)], item, is_layer=item not in found.functions)
+        except (TypeError, ValueError) as error:
+            problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
+            continue
         for result in results:
             rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
     return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
+
+
+def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
+    """The checks of one discovered function or layer (``found``: everything discovered with it), here.
+    TypeError / ValueError for a function whose signature cannot be an op."""
+    if item in found.functions:
+        spec = ops.from_function(item.obj, key=item.name)
+        return user.check_function(spec)
+    siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
+    return user.check_layer(item.obj, siblings)
+
+
+# -- the worker hook: each function's checks in a worker process (explorer.worker) ----------------------
+_VERIFY_WORKER: list = []
+_DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
+
+
+def _check_by_name(target: str, module: str, name: str) -> list[Check]:
+    """In the worker: discover ``target`` (once) and check its ``module.name``."""
+    if target not in _DISCOVERED_IN_WORKER:
+        _DISCOVERED_IN_WORKER[target] = discover.discover(target)
+    found = _DISCOVERED_IN_WORKER[target]
+    [item] = [i for i in found.functions + found.layers if (i.module, i.name) == (module, name)]
+    return check_found(item, found)
+
+
+def checked_in_worker(target: str, item: discover.Found, *, is_layer: bool) -> list[Check]:
+    """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
+    (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
+    worker is replaced for the next function."""
+    from explorer import worker
+
+    if not _VERIFY_WORKER:
+        _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.user",))]))
+    try:
+        return _VERIFY_WORKER[0].call(_check_by_name, target, item.module, item.name, time_limit=worker.check_seconds())
+    except worker.WorkerFailure as failure:
+        names = user.LAYER_CHECKS if is_layer else user.FUNCTION_CHECKS
+        message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
+        return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
