@@ -13,7 +13,9 @@ Nothing here imports streamlit.
 
 from __future__ import annotations
 
+import importlib
 import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -63,11 +65,66 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
 
 
 def assert_custom_gradient(fn_or_layer: Callable[..., Any] | type, /, **declarations: Any) -> list[Check]:
-    """Raise AssertionError listing every failed check (name: message); return all checks otherwise."""
-    results = custom_gradient_checks(fn_or_layer, **declarations)
+    """Raise AssertionError listing every failed check (name: message); return all checks otherwise.
+
+    The checks run in a worker process (:func:`checks_in_worker`) when ``fn_or_layer`` can be imported
+    there by module and name, else in this process; the message says which. A function that ends its
+    worker (``os._exit``, a segfault, ``SystemExit``) or does not return within
+    ``GRADIENT_EXPLORER_CHECK_SECONDS`` fails the assertion naming how, and your test session goes on.
+    """
+    from explorer import worker
+
+    name = getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
+    where = importable_name(fn_or_layer)
+    results = None
+    ran = "checked in this process: not importable by module and name"
+    if where is not None:
+        try:
+            results = checks_in_worker(*where, declarations)
+            ran = "checked in a worker process"
+        except worker.NotSendable:
+            ran = "checked in this process: its declarations cannot be sent to a worker process"
+        except worker.WorkerFailure as failure:
+            raise AssertionError(f"{name}: its checks {failure.how} (checked in a worker process)") from None
+    if results is None:
+        results = custom_gradient_checks(fn_or_layer, **declarations)
     failed = [result for result in results if not result.passed]
     if failed:
-        name = getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
         lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
-        raise AssertionError(f"{name}: {len(failed)} of {len(results)} checks failed:\n{lines}")
+        raise AssertionError(f"{name}: {len(failed)} of {len(results)} checks failed ({ran}):\n{lines}")
     return results
+
+
+# -- the worker hook (explorer.worker) --------------------------------------------------------------------
+_GUARDRAIL_WORKER: list = []
+
+
+def importable_name(fn_or_layer: Any) -> tuple[str, str] | None:
+    """(module, name) under which a worker process finds this very function or class, or None (a local
+    function, a lambda, a ``__main__`` script's or a notebook's function)."""
+    module = getattr(fn_or_layer, "__module__", None)
+    name = getattr(fn_or_layer, "__name__", None)
+    if not isinstance(module, str) or not isinstance(name, str) or module == "__main__" or module not in sys.modules:
+        return None
+    if getattr(sys.modules[module], name, None) is not fn_or_layer:
+        return None
+    spec = getattr(sys.modules[module], "__spec__", None)
+    if spec is None or spec.name != module:  # a file imported under a made-up name cannot be found again
+        return None
+    return module, name
+
+
+def _checks_by_name(module: str, name: str, declarations: dict[str, Any]) -> list[Check]:
+    """In the worker: import ``module.name`` and run :func:`custom_gradient_checks` on it."""
+    return custom_gradient_checks(getattr(importlib.import_module(module), name), **declarations)
+
+
+def checks_in_worker(module: str, name: str, declarations: dict[str, Any]) -> list[Check]:
+    """:func:`custom_gradient_checks` of ``module.name`` in this process's guardrail worker (started at
+    first use and kept warm; replaced after a call that ended it or overran
+    ``GRADIENT_EXPLORER_CHECK_SECONDS``, which raises :class:`explorer.worker.WorkerFailure`)."""
+    from explorer import worker
+
+    if not _GUARDRAIL_WORKER:
+        _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.user",))]))
+    return _GUARDRAIL_WORKER[0].call(_checks_by_name, module, name, declarations, time_limit=worker.check_seconds())

@@ -33,6 +33,7 @@ Operator settings (environment variables, read when a worker starts or a call is
 
 from explorer.worker.process import (
     CallTimedOut,
+    NotSendable,
     RemoteError,
     Worker,
     WorkerDied,
@@ -44,6 +45,7 @@ from explorer.worker.process import (
 
 __all__ = [
     "CallTimedOut",
+    "NotSendable",
     "RemoteError",
     "Worker",
     "WorkerDied",

@@ -82,12 +82,19 @@ class WorkerDied(WorkerFailure):
     """The worker process ended during the call (exit, signal, SystemExit, KeyboardInterrupt)."""
 
 
+class NotSendable(TypeError):
+    """The call's function or arguments do not pickle (a lambda, a local function): it was not sent."""
+
+
 class RemoteError(Exception):
     """An exception of the child that could not be pickled: its type's name and its text."""
 
     def __init__(self, type_name: str, text: str) -> None:
-        super().__init__(f"{type_name}: {text}" if text else type_name)
-        self.type_name = type_name
+        super().__init__(type_name, text)
+        self.type_name, self.text = type_name, text
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.text}" if self.text else self.type_name
 
 
 def how_it_ended(exitcode: int | None) -> str:
@@ -265,7 +272,7 @@ class Worker:
             try:
                 connection.send((function, args, kwargs))
             except (pickle.PicklingError, TypeError, AttributeError) as error:
-                raise TypeError(f"cannot send this call to the worker process: {error}") from None
+                raise NotSendable(f"cannot send this call to the worker process: {error}") from None
             ready = wait([connection, process.sentinel], time_limit)
             reply = None
             if connection in ready:
