@@ -1,6 +1,11 @@
 """The worker process and its protocol (see :mod:`explorer.worker` for why it is built this way).
 
-Protocol over one duplex ``Pipe``: the child sends ``("ready", pid)`` once its warm-up calls are done;
+The child is ``python -m explorer.worker.child FD`` started with :mod:`subprocess` (not
+``multiprocessing.Process``: its ``spawn`` re-runs the parent's ``__main__``, which under Streamlit is
+the app script itself), talking over a ``multiprocessing`` ``Pipe`` whose end it inherits as FD.
+
+Protocol over that pipe: the parent first sends ``(sys.path, memory cap in MB, warm-up calls)``; the
+child sends ``("ready", pid)`` once its warm-up calls are done;
 then for every ``(function, args, kwargs)`` it receives it answers ``("ok", value, threads_left)`` or
 ``("raised", exception, threads_left)``; for ``SystemExit`` / ``KeyboardInterrupt`` it answers
 ``("ended", text)`` and exits. ``threads_left`` > 0 means the call left a Python thread running: the
@@ -14,6 +19,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -100,7 +106,7 @@ class RemoteError(Exception):
 def how_it_ended(exitcode: int | None) -> str:
     """``exit code 3`` / ``signal SIGSEGV`` for a process's ``exitcode`` (negative: the signal)."""
     if exitcode is None:
-        return "is still running"
+        return "closed its pipe to the server and stopped answering"
     if exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -145,9 +151,11 @@ def _portable(error: BaseException) -> BaseException:
         return RemoteError(type(error).__name__, str(error))
 
 
-def serve(connection: Connection, memory_mb: int, warm: Warm) -> None:
-    """The child's main loop (the target of the worker's Process)."""
+def serve(connection: Connection) -> None:
+    """The child's main loop (:mod:`explorer.worker.child` calls it)."""
     _die_with_parent()
+    path, memory_mb, warm = connection.recv()
+    sys.path[:] = path  # the parent's: a team's test module or the operator's cwd imports the same here
     _cap_memory(memory_mb)
     for function, args in warm:
         function(*args)
@@ -188,9 +196,10 @@ class Worker:
         self.name = name
         self.warm = tuple(warm)
         self._lock = threading.Lock()
-        self._process: multiprocessing.process.BaseProcess | None = None
+        self._process: subprocess.Popen | None = None
         self._connection: Connection | None = None
         self._ready = False
+        self._closed = False
         self.started = 0  # processes started so far (a replaced worker counts again)
         self.start_seconds: float | None = None  # the last start's warm-up, as the parent waited for it
 
@@ -201,19 +210,26 @@ class Worker:
             self._start()
 
     def _start(self) -> None:
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             return
         self._stop()
-        context = multiprocessing.get_context("spawn")
-        parent_end, child_end = context.Pipe(duplex=True)
-        process = context.Process(
-            target=serve, args=(child_end, memory_cap_mb(), self.warm), name=f"gradient-explorer-{self.name}", daemon=True
-        )
+        memory = memory_cap_mb()
+        parent_end, child_end = multiprocessing.Pipe(duplex=True)
         self._started_at = time.perf_counter()
-        process.start()
-        child_end.close()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "explorer.worker.child", str(child_end.fileno()), self.name],
+                pass_fds=(child_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            child_end.close()
         self._process, self._connection, self._ready = process, parent_end, False
         self.started += 1
+        try:
+            parent_end.send((list(sys.path), memory, self.warm))
+        except (BrokenPipeError, OSError):
+            pass  # it died at once: the first call reports how
 
     def _stop(self) -> None:
         """Kill the child (if any) and reap it: nothing of it is left running."""
@@ -222,12 +238,20 @@ class Worker:
         if connection is not None:
             connection.close()
         if process is not None:
-            if process.is_alive():
+            if process.poll() is None:
                 process.kill()
-            process.join()
-            process.close()
+            process.wait()
 
     def close(self) -> None:
+        """Stop for good: the child is killed at once, also in the middle of a call (which then raises
+        WorkerDied); later calls raise WorkerDied too."""
+        self._closed = True
+        process = self._process
+        if process is not None:
+            try:
+                process.kill()
+            except OSError:  # reaped meanwhile by the calling thread
+                pass
         with self._lock:
             self._stop()
 
@@ -240,8 +264,8 @@ class Worker:
         assert self._process is not None and self._connection is not None
         if self._ready:
             return
-        ready = wait([self._connection, self._process.sentinel], START_SECONDS)
-        if self._connection in ready:
+        ready = wait([self._connection], START_SECONDS)
+        if ready:
             try:
                 message = self._connection.recv()
             except (EOFError, OSError):
@@ -253,10 +277,17 @@ class Worker:
         if not ready:
             self._stop()
             raise CallTimedOut(f"the worker process did not start within {START_SECONDS:g} s")
-        self._process.join(5)
-        how = how_it_ended(self._process.exitcode)
+        how = how_it_ended(self._exitcode(self._process))
         self._stop()
         raise WorkerDied(f"{how} while it started (importing the operator's modules)")
+
+    @staticmethod
+    def _exitcode(process: subprocess.Popen) -> int | None:
+        """The exit code of a child whose pipe closed (negative: the signal); None if it still runs."""
+        try:
+            return process.wait(10)
+        except subprocess.TimeoutExpired:  # it closed the pipe but lives on: treat as gone
+            return None
 
     # calls
     def call(self, function: Callable[..., Any], *args: Any, time_limit: float, **kwargs: Any) -> Any:
@@ -265,6 +296,8 @@ class Worker:
         if not time_limit > 0:
             raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
         with self._lock:
+            if self._closed:
+                raise WorkerDied("was stopped (its ops were reloaded or the server is shutting down)")
             self._start()
             self._wait_ready()
             process, connection = self._process, self._connection
@@ -273,9 +306,9 @@ class Worker:
                 connection.send((function, args, kwargs))
             except (pickle.PicklingError, TypeError, AttributeError) as error:
                 raise NotSendable(f"cannot send this call to the worker process: {error}") from None
-            ready = wait([connection, process.sentinel], time_limit)
+            ready = wait([connection], time_limit)  # readable: a reply, or end of file when the child is gone
             reply = None
-            if connection in ready:
+            if ready:
                 try:
                     reply = connection.recv()
                 except (EOFError, OSError):
@@ -283,21 +316,25 @@ class Worker:
             if reply is None:
                 if not ready:
                     self._stop()
-                    self._start()  # warm the replacement now, while the caller reports the failure
+                    if not self._closed:
+                        self._start()  # warm the replacement now, while the caller reports the failure
                     raise CallTimedOut(f"did not return within {time_limit:g} s (its worker process was stopped)")
-                process.join(5)
-                how = how_it_ended(process.exitcode)
+                how = how_it_ended(self._exitcode(process))
                 self._stop()
+                if self._closed:
+                    raise WorkerDied("was stopped (its ops were reloaded or the server is shutting down)")
                 self._start()
                 raise WorkerDied(how)
             if reply[0] == "ended":
                 self._stop()
-                self._start()
+                if not self._closed:
+                    self._start()
                 raise WorkerDied(f"{reply[1]}, which ends a process")
             kind, value, threads_left = reply
             if threads_left > 0:
                 self._stop()
-                self._start()
+                if not self._closed:
+                    self._start()
             if kind == "raised":
                 raise value
             return value
