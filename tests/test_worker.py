@@ -118,3 +118,29 @@ def test_settings_are_read_from_the_environment_and_checked(monkeypatch, env, va
         worker.call_seconds() if "CALL" in env else worker.check_seconds() if "CHECK" in env else worker.memory_cap_mb()
     monkeypatch.setenv(env, "7")
     assert {"CALL": worker.call_seconds, "CHECK": worker.check_seconds, "MEMORY": worker.memory_cap_mb}[env.split("_")[2] if "MEMORY" not in env else "MEMORY"]() == 7
+
+
+PARENT = """
+import sys
+from explorer import worker
+from tests.fixtures import worker_calls as calls
+running = worker.Worker("orphan-test")
+print(running.call(calls.pid, time_limit=60), flush=True)
+running.call(calls.sleep_forever, time_limit=10**6)
+"""
+
+
+def test_a_worker_ends_when_its_parent_is_killed_even_in_the_middle_of_a_call():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    child = int(parent.stdout.readline())
+    assert psutil.pid_exists(child)
+    parent.kill()
+    parent.wait()
+    psutil.Process(child).wait(timeout=60)  # an event: the child's end (it checks once a second)
+    assert not psutil.pid_exists(child)

@@ -18,7 +18,7 @@ from explorer import state as url_state
 from explorer.explore import figures
 from explorer.explore.measures import COLUMNS as METRIC_COLUMNS
 from explorer.explore.measures import metrics_records
-from explorer.explore.points import display_columns, special_points
+from explorer.explore.points import display_columns
 from explorer.explore.sweeps import Sweep
 from explorer.ui import yours
 from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_figure, show_formulas

@@ -21,7 +21,7 @@ Why these choices (see also RUNBOOK.md, "When a team's code misbehaves"):
   allocates without bound gets a MemoryError (or is ended by the allocator) alone.
 * A call that leaves a Python thread running in the child (a check whose own time limit abandoned a
   hung backward) retires the worker after its reply: nothing of a bad call keeps a core busy.
-* On Linux the child asks the kernel to end it when its parent dies (``PR_SET_PDEATHSIG``).
+* A worker whose parent is gone (a killed server) ends itself within a second, also mid-call.
 
 Operator settings (environment variables, read when a worker starts or a call is made):
 

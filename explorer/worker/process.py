@@ -131,15 +131,17 @@ def _cap_memory(megabytes: int) -> None:
 
 
 def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the parent dies (a killed server leaves no worker behind)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+    """End this process when its parent is gone (a killed server leaves no worker behind), also while
+    a call hangs: a daemon thread checks the parent's pid once a second. (``PR_SET_PDEATHSIG`` would
+    fire when the parent *thread* ends, and Streamlit starts the worker from a script thread.)"""
+    parent = os.getppid()
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(EXIT_ON_BASE_EXCEPTION)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def _portable(error: BaseException) -> BaseException:
