@@ -7,6 +7,10 @@ A flag you pass yourself (``--server.port 9000``) wins over the file.
 
 ``--ops`` names the operator's own modules (paths to ``.py`` files or module names, comma-separated or
 repeated); they reach the app as the environment variable :data:`OPS_ENV`, read once at server start.
+Their functions run in worker processes (:mod:`explorer.worker`), which the app starts at its first run
+(:func:`explorer.loaded.start_workers`), not here: this process is replaced by Streamlit's (``exec``), and
+a worker started before would lose its parent. The workers' settings (``GRADIENT_EXPLORER_CALL_SECONDS``,
+``GRADIENT_EXPLORER_CHECK_SECONDS``, ``GRADIENT_EXPLORER_WORKER_MEMORY_MB``) pass through the environment.
 """
 
 from __future__ import annotations
