@@ -51,8 +51,9 @@ import ops
 from explorer import worker
 from explorer.checker import discover
 from explorer.explore import sweeps
-from explorer.serve import OPS_ENV
+from explorer.serve import OPS_ENV, user_code_warm
 
+SWEEP_TIME_LIMIT = worker.process.DEFAULT_CALL_SECONDS  # default of GRADIENT_EXPLORER_CALL_SECONDS (worker.call_seconds)
 CHECK_TIME_LIMIT = 30.0  # seconds per check in the app (the command line allows 120)
 PROBE_POINTS = 7
 MAX_REMEMBERED = 64  # failures and check results kept (the oldest are forgotten first)
@@ -270,10 +271,6 @@ def module_of(key: str) -> str | None:
 
 
 # -- the workers ------------------------------------------------------------------------------------------
-_WORKERS: dict[str, Any] = {}  # "for": (targets, cwd) they loaded; "interactive", "background": worker.Worker
-_WORKERS_LOCK = threading.Lock()
-
-
 def _worker_start(targets: tuple[str, ...], cwd: str) -> None:
     """In a worker process, at its start: import TensorFlow and load the operator's modules (once)."""
     _IN_WORKER[0] = True
@@ -281,62 +278,46 @@ def _worker_start(targets: tuple[str, ...], cwd: str) -> None:
     from explorer.explore import points  # noqa: F401 - imported now, not during the first sweep
 
     cpu.one_thread_per_op()  # as in the server: each worker's op on one core
-
     with _LOCK:
         _CURRENT["loaded"] = load(",".join(targets), cwd)
 
 
 _IN_WORKER = [False]
+LANES = ("interactive", "background")
 
 
-def _workers() -> tuple[worker.Worker, worker.Worker]:
-    """The (interactive, background) workers of the loaded ops, started if need be."""
+def _worker(lane: int) -> worker.Worker:
+    """The interactive (0) or background (1) worker of the loaded ops, started if need be (the
+    background one at its first call: it is not needed before the first figure)."""
     here = current()
-    wanted = (here.targets, here.cwd)
-    with _WORKERS_LOCK:
-        if _WORKERS.get("for") != wanted:
-            _stop_workers_locked()
-            warm = [(_worker_start, wanted)]
-            _WORKERS.update({"for": wanted, "interactive": worker.Worker("interactive", warm),
-                             "background": worker.Worker("background", warm)})  # fmt: skip
-            _WORKERS["interactive"].start()
-            _WORKERS["background"].start()
-        return _WORKERS["interactive"], _WORKERS["background"]
+    return worker.shared(LANES[lane], user_code_warm(here.targets, here.cwd))
 
 
 def start_workers() -> bool:
-    """Start the workers now if the operator loaded any ops (the server calls this at its first run, so
-    they import TensorFlow and the modules while the first page loads). True if there are any."""
+    """Start the sweeps' worker now if the operator loaded any ops (the app calls
+    :func:`explorer.serve.start_user_code_worker` earlier still, before its own imports). True if any."""
     if not current().ops and not current().layers:
         return False
-    _workers()
+    _worker(0)
     return True
 
 
-def _stop_workers_locked() -> None:
-    for name in ("interactive", "background"):
-        running = _WORKERS.pop(name, None)
-        if running is not None:
-            running.close()
-    _WORKERS.pop("for", None)
-
-
 def stop_workers() -> None:
-    with _WORKERS_LOCK:
-        _stop_workers_locked()
+    for lane in LANES:
+        worker.close_shared(lane)
 
 
-def worker_pids() -> dict[str, int | None]:
+def worker_pids() -> dict[str, int]:
     """The process id of each running worker (for the tests and the runbook's ``ps``)."""
-    with _WORKERS_LOCK:
-        return {name: _WORKERS[name].pid for name in ("interactive", "background") if name in _WORKERS}
+    pids = {lane: worker.running_pid(lane) for lane in LANES}
+    return {lane: pid for lane, pid in pids.items() if pid is not None}
 
 
 def _call(lane: int, function: Callable[..., Any], *args: Any, time_limit: float) -> Any:
     """``function(*args)`` in the interactive (0) or background (1) worker; in a worker, right here."""
     if _IN_WORKER[0]:
         return function(*args)
-    return _workers()[lane].call(function, *args, time_limit=time_limit)
+    return _worker(lane).call(function, *args, time_limit=time_limit)
 
 
 # -- running user code safely ---------------------------------------------------------------------------

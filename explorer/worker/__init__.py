@@ -33,6 +33,7 @@ Operator settings (environment variables, read when a worker starts or a call is
 
 from explorer.worker.process import (
     CallTimedOut,
+    Named,
     NotSendable,
     RemoteError,
     Worker,
@@ -40,11 +41,15 @@ from explorer.worker.process import (
     WorkerFailure,
     call_seconds,
     check_seconds,
+    close_shared,
     memory_cap_mb,
+    running_pid,
+    shared,
 )
 
 __all__ = [
     "CallTimedOut",
+    "Named",
     "NotSendable",
     "RemoteError",
     "Worker",
@@ -52,5 +57,8 @@ __all__ = [
     "WorkerFailure",
     "call_seconds",
     "check_seconds",
+    "close_shared",
     "memory_cap_mb",
+    "running_pid",
+    "shared",
 ]

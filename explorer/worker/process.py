@@ -15,6 +15,7 @@ seen by the parent, which kills and replaces the worker.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -24,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -340,3 +342,49 @@ class Worker:
             if kind == "raised":
                 raise value
             return value
+
+
+@dataclass(frozen=True)
+class Named:
+    """A function by module and name: pickled as two strings, imported where it is called (so a caller
+    can start a worker without importing what the worker will run, e.g. TensorFlow)."""
+
+    module: str
+    name: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
+
+
+_SHARED: dict[str, tuple[Warm, Worker]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(name: str, warm: Warm) -> Worker:
+    """The process-wide started worker ``name`` for this warm-up; one with another warm-up is closed first
+    (the operator's modules changed: tests reload them)."""
+    warm = tuple(warm)
+    with _SHARED_LOCK:
+        found = _SHARED.get(name)
+        if found is not None and found[0] == warm:
+            return found[1]
+        if found is not None:
+            found[1].close()
+        running = Worker(name, warm)
+        running.start()
+        _SHARED[name] = (warm, running)
+        return running
+
+
+def running_pid(name: str) -> int | None:
+    """The process id of shared worker ``name``'s child, if it runs."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(name)
+    return None if found is None else found[1].pid
+
+
+def close_shared(name: str) -> None:
+    with _SHARED_LOCK:
+        found = _SHARED.pop(name, None)
+    if found is not None:
+        found[1].close()
