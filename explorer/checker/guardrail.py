@@ -74,7 +74,6 @@ def assert_custom_gradient(fn_or_layer: Callable[..., Any] | type, /, **declarat
     """
     from explorer import worker
 
-    name = getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
     where = importable_name(fn_or_layer)
     results = None
     ran = "checked in this process: not importable by module and name"
@@ -85,14 +84,18 @@ def assert_custom_gradient(fn_or_layer: Callable[..., Any] | type, /, **declarat
         except worker.NotSendable:
             ran = "checked in this process: its declarations cannot be sent to a worker process"
         except worker.WorkerFailure as failure:
-            raise AssertionError(f"{name}: its checks {failure.how} (checked in a worker process)") from None
+            raise AssertionError(f"{_name(fn_or_layer)}: its checks {failure.how} (checked in a worker process)") from None
     if results is None:
         results = custom_gradient_checks(fn_or_layer, **declarations)
     failed = [result for result in results if not result.passed]
     if failed:
         lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
-        raise AssertionError(f"{name}: {len(failed)} of {len(results)} checks failed ({ran}):\n{lines}")
+        raise AssertionError(f"{_name(fn_or_layer)}: {len(failed)} of {len(results)} checks failed ({ran}):\n{lines}")
     return results
+
+
+def _name(fn_or_layer: Any) -> str:
+    return getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
 
 
 # -- the worker hook (explorer.worker) --------------------------------------------------------------------

@@ -158,9 +158,11 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """
     found = discover.Discovered()
     origin: dict[int, str] = {}
-    for target in targets:
+    found_in_target: dict[int, int] = {}  # its place among what discover(target) returns (a file's module name
+    for target in targets:  # is made up per import, so the worker finds the item again by place)
         got = discover.discover(target)
-        origin.update({id(item): target for item in got.functions + got.layers})
+        for place, item in enumerate(got.functions + got.layers):
+            origin[id(item)], found_in_target[id(item)] = target, place
         found.extend(got)
     problems = [str(error) for error in found.errors]
     names = [item.name for item in found.functions + found.layers]
@@ -168,7 +170,10 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
         try:
-            results = checked_in_worker(origin[id(item)], item, is_layer=item not in found.functions)
+            if ISOLATE:
+                results = checked_in_worker(origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions)
+            else:
+                results = check_found(item, found)
         except (TypeError, ValueError) as error:
             problems.append(f"{item.module}.{item.name}: {type(error).__name__}: {error}")
             continue
@@ -188,20 +193,23 @@ def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]
 
 
 # -- the worker hook: each function's checks in a worker process (explorer.worker) ----------------------
+ISOLATE = True  # False: check in this process (a test that replaces the checks here sets it)
 _VERIFY_WORKER: list = []
 _DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
 
 
-def _check_by_name(target: str, module: str, name: str) -> list[Check]:
-    """In the worker: discover ``target`` (once) and check its ``module.name``."""
+def _check_by_place(target: str, place: int, name: str) -> list[Check]:
+    """In the worker: discover ``target`` (once) and check the item at ``place`` (named ``name``)."""
     if target not in _DISCOVERED_IN_WORKER:
         _DISCOVERED_IN_WORKER[target] = discover.discover(target)
     found = _DISCOVERED_IN_WORKER[target]
-    [item] = [i for i in found.functions + found.layers if (i.module, i.name) == (module, name)]
-    return check_found(item, found)
+    items = found.functions + found.layers
+    if place >= len(items) or items[place].name != name:
+        raise RuntimeError(f"{target} defines other functions in the worker process than here (no {name})")
+    return check_found(items[place], found)
 
 
-def checked_in_worker(target: str, item: discover.Found, *, is_layer: bool) -> list[Check]:
+def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer: bool) -> list[Check]:
     """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
     (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
     worker is replaced for the next function."""
@@ -210,7 +218,7 @@ def checked_in_worker(target: str, item: discover.Found, *, is_layer: bool) -> l
     if not _VERIFY_WORKER:
         _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.user",))]))
     try:
-        return _VERIFY_WORKER[0].call(_check_by_name, target, item.module, item.name, time_limit=worker.check_seconds())
+        return _VERIFY_WORKER[0].call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
     except worker.WorkerFailure as failure:
         names = user.LAYER_CHECKS if is_layer else user.FUNCTION_CHECKS
         message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
