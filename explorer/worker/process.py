@@ -188,6 +188,19 @@ def serve(connection: Connection) -> None:
 
 
 # -- the parent ------------------------------------------------------------------------------------------
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the worker's process group (the worker and anything it started), if it still runs."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            process.kill()
+        except OSError:
+            pass
+
+
 class Worker:
     """One warm child process that runs calls one at a time (:meth:`call`); replaced when it fails.
 
@@ -225,6 +238,7 @@ class Worker:
                 [sys.executable, "-m", "explorer.worker.child", str(child_end.fileno()), self.name],
                 pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: stopping it stops what it started too
             )
         finally:
             child_end.close()
@@ -242,8 +256,7 @@ class Worker:
         if connection is not None:
             connection.close()
         if process is not None:
-            if process.poll() is None:
-                process.kill()
+            _kill_group(process)
             process.wait()
 
     def close(self) -> None:
@@ -252,10 +265,7 @@ class Worker:
         self._closed = True
         process = self._process
         if process is not None:
-            try:
-                process.kill()
-            except OSError:  # reaped meanwhile by the calling thread
-                pass
+            _kill_group(process)
         with self._lock:
             self._stop()
 
@@ -317,6 +327,8 @@ class Worker:
                     reply = connection.recv()
                 except (EOFError, OSError):
                     reply = None
+                except Exception as error:  # noqa: BLE001 - a reply that does not unpickle here
+                    reply = ("raised", RemoteError(type(error).__name__, f"the result could not be read: {error}"), 0)
             if reply is None:
                 if not ready:
                     self._stop()
