@@ -144,3 +144,20 @@ def test_a_worker_ends_when_its_parent_is_killed_even_in_the_middle_of_a_call():
     parent.wait()
     psutil.Process(child).wait(timeout=60)  # an event: the child's end (it checks once a second)
     assert not psutil.pid_exists(child)
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie waiting for init to reap it (it runs nothing)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_process_the_call_started_is_stopped_with_its_worker(plain):
+    sleeper = plain.call(calls.start_a_sleeping_process, time_limit=LIMIT)
+    assert not _ended(sleeper)
+    with pytest.raises(worker.CallTimedOut):
+        plain.call(calls.sleep_forever, time_limit=SHORT)
+    psutil.wait_procs([psutil.Process(sleeper)] if psutil.pid_exists(sleeper) else [], timeout=30)
+    assert _ended(sleeper)
