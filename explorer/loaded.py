@@ -14,13 +14,22 @@ Conventions:
   by putting loaded ops into ``ops``' registry: the built-in registry stays the 26 ops the tests and
   the checker enumerate, and a test that loads examples cannot leak them into another test.
   :func:`reset` forgets the loaded ops (tests change the environment and call it).
-* User code is not trusted to behave: :func:`sweep` runs a loaded op with a time limit, probes its
-  forward and backward on a few points first (exception, NaN everywhere, wrong shape or dtype: a
-  :class:`UserOpError` naming it, in place of the figure), and when it fails inside ``tf.function``
-  (NumPy calls) sweeps it eagerly and keeps the graph failure for the page (:func:`graph_failure`).
-  Failures are remembered per inputs, so a hung op costs its time limit once, not on every rerun.
-* The checker's results (:func:`checks`) run in one background worker thread, once per (op,
-  parameters): they take seconds (a ``Model.fit`` and a SavedModel export), and the figure must not wait.
+* User code is not trusted to behave, and never runs in this (the server's) process: the server imports
+  the operator's modules to read their names, signatures and declarations, and every call into them
+  runs in a worker process (:mod:`explorer.worker`) that imports them once and stays warm. Two workers:
+  ``interactive`` for sweeps and probes (short calls, all sessions share it) and ``background`` for the
+  checker's results and finding the op a layer calls (seconds each), so a check never delays a sweep.
+  :func:`start_workers` starts both with the server.
+* :func:`sweep` probes a loaded op's forward and backward on a few points first (exception, NaN
+  everywhere, wrong shape or dtype: a :class:`UserOpError` naming it, in place of the figure), sweeps
+  it and finds its special points, all in one worker call (the arrays cross once per sweep); when it
+  fails inside ``tf.function`` (NumPy calls) it is swept eagerly and the graph failure is kept for the
+  page (:func:`graph_failure`). A call that does not return within its time limit
+  (:func:`explorer.worker.call_seconds`, 20 s), or that ends its worker (``os._exit``, a segfault,
+  ``SystemExit``), is a UserOpError saying so; the worker is replaced. Failures are remembered per
+  inputs, so a hung op costs its time limit once, not on every rerun.
+* The checker's results (:func:`checks`) run once per (op, parameters) in the background worker:
+  they take seconds (a ``Model.fit`` and a SavedModel export), and the figure must not wait.
 """
 
 from __future__ import annotations
@@ -39,12 +48,12 @@ import numpy as np
 import tensorflow as tf
 
 import ops
+from explorer import worker
 from explorer.checker import discover
-from explorer.checker.timelimit import call_with_time_limit
 from explorer.explore import sweeps
-from explorer.serve import OPS_ENV
+from explorer.serve import OPS_ENV, user_code_warm
 
-SWEEP_TIME_LIMIT = 20.0  # seconds for one probe + sweep of a loaded op (a first trace takes about 1 s)
+SWEEP_TIME_LIMIT = worker.process.DEFAULT_CALL_SECONDS  # default of GRADIENT_EXPLORER_CALL_SECONDS (worker.call_seconds)
 CHECK_TIME_LIMIT = 30.0  # seconds per check in the app (the command line allows 120)
 PROBE_POINTS = 7
 MAX_REMEMBERED = 64  # failures and check results kept (the oldest are forgotten first)
@@ -69,14 +78,19 @@ class LoadedOp:
 
 @dataclass(frozen=True)
 class LoadedLayer:
-    """One loaded ``keras.layers.Layer`` subclass (built with no arguments) and the key of the loaded op
-    it calls (found by comparing outputs and input gradients), or None if none matched."""
+    """One loaded ``keras.layers.Layer`` subclass (built with no arguments); :attr:`op_key` is the key of
+    the loaded op it calls, found in the background worker at first use."""
 
     key: str
     name: str
     module: str
     layer_class: type
-    op_key: str | None
+
+    @property
+    def op_key(self) -> str | None:
+        """The loaded op whose output and input gradient the layer reproduces, or None if none matched
+        (or the layer could not run: the trainer reports that)."""
+        return layer_op_key(self.key)
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,7 @@ class Loaded:
     ops: Mapping[str, LoadedOp] = field(default_factory=dict)
     layers: Mapping[str, LoadedLayer] = field(default_factory=dict)
     errors: tuple[discover.LoadError, ...] = ()
+    cwd: str = ""  # the directory the targets were resolved against (the worker loads them from there too)
 
     def modules(self) -> dict[str, list[str]]:
         """Op keys grouped by module, in load order (the picker's "Yours · module" groups)."""
@@ -197,33 +212,22 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
             continue
         loaded_ops[key] = LoadedOp(key, name, item.module, spec)
     layers: dict[str, LoadedLayer] = {}
-    for item in found.layers:
+    for item in found.layers:  # which op a layer calls is found by calling it: in a worker, at first use
         key = item.name if item.name not in loaded_ops and item.name not in layers else f"{item.module}.{item.name}"
-        siblings = {k: op.spec for k, op in loaded_ops.items() if op.module == item.module}
-        try:  # the layer is built and called: user code, under a time limit
-            op_key = run_limited(lambda item=item, siblings=siblings: _op_the_layer_calls(item.obj, siblings), SWEEP_TIME_LIMIT)
-        except TimeoutError:
-            op_key = None
-        layers[key] = LoadedLayer(key, item.name, item.module, item.obj, op_key)
-    return Loaded(targets, loaded_ops, layers, tuple(errors))
+        layers[key] = LoadedLayer(key, item.name, item.module, item.obj)
+    return Loaded(targets, loaded_ops, layers, tuple(errors), str(cwd))
 
 
 def _drawable(spec: ops.OpSpec) -> str | None:
-    """Why the pages cannot draw this function as a curve yet (several tensor inputs, several or reduced
-    outputs, captured variables), or None. The checker checks it: ``python -m explorer verify FILE``."""
+    """Why the pages cannot draw this function as a curve yet (several tensor inputs), or None. Read from the
+    signature alone: the server never calls a team's code (a reduction or a second output is named by the
+    probe, in the worker). The checker checks it all: ``python -m explorer verify FILE``."""
     user = spec.user_function
-    if len(user.inputs) > 1:
-        what = f"it takes {len(user.inputs)} tensor inputs ({', '.join(user.inputs)})"
-    else:
-        try:
-            if run_limited(lambda: user.is_elementwise(spec.defaults()), SWEEP_TIME_LIMIT):
-                return None
-        except Exception:  # noqa: BLE001 - a forward that raises or hangs is reported by the pages as before
-            return None
-        what = "its output is not x's shape element by element (a reduction, several outputs or a variable)"
+    if len(user.inputs) == 1:
+        return None
     return (
-        f"cannot be drawn as a curve yet: {what}. Check it with `python -m explorer verify {user.name}'s file` "
-        "or assert_custom_gradient"
+        f"cannot be drawn as a curve yet: it takes {len(user.inputs)} tensor inputs ({', '.join(user.inputs)}). "
+        f"Check it with `python -m explorer verify` on its file, or assert_custom_gradient"
     )
 
 
@@ -240,15 +244,18 @@ def current() -> Loaded:
 
 
 def reset() -> None:
-    """Forget the loaded ops (and what was remembered about them); the next :func:`current` loads again."""
+    """Forget the loaded ops (and what was remembered about them) and stop their workers; the next
+    :func:`current` loads again."""
     with _LOCK:
         _CURRENT.clear()
         _FAILURES.clear()
         _GRAPH_FAILURES.clear()
         _USABLE.clear()
+        _LAYER_OPS.clear()
         for future in _CHECKS.values():  # checks not started yet are dropped, not run for ops now forgotten
             future.cancel()
         _CHECKS.clear()
+    stop_workers()
 
 
 def names() -> list[str]:
@@ -279,24 +286,73 @@ def module_of(key: str) -> str | None:
     return None if item is None else item.module
 
 
+
+# -- the workers ------------------------------------------------------------------------------------------
+def _worker_start(targets: tuple[str, ...], cwd: str) -> None:
+    """In a worker process, at its start: import TensorFlow and load the operator's modules (once)."""
+    _IN_WORKER[0] = True
+    from explorer import cpu
+    from explorer.explore import points  # noqa: F401 - imported now, not during the first sweep
+
+    cpu.one_thread_per_op()  # as in the server: each worker's op on one core
+    with _LOCK:
+        _CURRENT["loaded"] = load(",".join(targets), cwd)
+
+
+_IN_WORKER = [False]
+LANES = ("interactive", "background")
+
+
+def _worker(lane: int) -> worker.Worker:
+    """The interactive (0) or background (1) worker of the loaded ops, started if need be (the
+    background one at its first call: it is not needed before the first figure)."""
+    here = current()
+    return worker.shared(LANES[lane], user_code_warm(here.targets, here.cwd))
+
+
+def start_workers() -> bool:
+    """Start the sweeps' worker now if the operator loaded any ops (the app calls
+    :func:`explorer.serve.start_user_code_worker` earlier still, before its own imports). True if any."""
+    if not current().ops and not current().layers:
+        return False
+    _worker(0)
+    return True
+
+
+def stop_workers() -> None:
+    for lane in LANES:
+        worker.close_shared(lane)
+
+
+def worker_pids() -> dict[str, int]:
+    """The process id of each running worker (for the tests and the runbook's ``ps``)."""
+    pids = {lane: worker.running_pid(lane) for lane in LANES}
+    return {lane: pid for lane, pid in pids.items() if pid is not None}
+
+
+def _call(lane: int, function: Callable[..., Any], *args: Any, time_limit: float) -> Any:
+    """``function(*args)`` in the interactive (0) or background (1) worker; in a worker, right here."""
+    if _IN_WORKER[0]:
+        return function(*args)
+    return _worker(lane).call(function, *args, time_limit=time_limit)
+
+
 # -- running user code safely ---------------------------------------------------------------------------
-def run_limited(function: Callable[[], Any], time_limit: float) -> Any:
-    """``function()`` within ``time_limit`` seconds (see :mod:`explorer.checker.timelimit`)."""
-    return call_with_time_limit(function, time_limit, name="loaded-op")
-
-
 def _text(error: BaseException) -> str:
     """``Type: message`` on one line, the last line of a traced error, at most 300 characters."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = lines[-1] if len(lines) > 1 and "in user code" in lines[0] else " ".join(lines)
     text = text if len(text) <= 300 else text[:297] + "..."
+    if isinstance(error, worker.RemoteError):  # an exception that did not pickle: its text names its type
+        return text
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def probe(spec: ops.OpSpec, params: Mapping[str, float], lo: float, hi: float, dtype: str, upstream: float) -> None:
     """Call the user's own function eagerly on :data:`PROBE_POINTS` points of [lo, hi] the way its signature
     asks; UserOpError if forward or backward raises, or if output or gradient has the wrong shape or
-    dtype or is NaN on every point. Half precision is probed in float32, the dtype ops compute in."""
+    dtype or is NaN on every point. Half precision is probed in float32, the dtype ops compute in.
+    Runs where it is called: the worker calls it (:func:`sweep`, :func:`problem`)."""
     user = spec.user_function
     compute = ops.compute_dtype(dtype)
     x = tf.constant(np.linspace(lo, hi, PROBE_POINTS), compute)
@@ -362,6 +418,99 @@ def keyword_note(key: str) -> str | None:
     )
 
 
+@dataclass(frozen=True, eq=False)
+class WorkerSweep(sweeps.Sweep):
+    """A sweep of a loaded op computed in a worker: the same record, and :meth:`evaluate` (zooming in on
+    a point) goes to the worker too, so the server never calls the op itself."""
+
+    def evaluate(self, x: np.ndarray, dtype: str | None = None) -> dict[str, np.ndarray | bool]:
+        args = (self.spec.key, np.asarray(x), dict(self.params), self.upstream, dtype or self.dtype)
+        try:
+            return _call(0, _evaluate_here, *args, time_limit=worker.call_seconds())
+        except worker.WorkerFailure as error:
+            raise UserOpError(f"{self.spec.key}: {error.how}") from None
+
+    def with_frame(self, frame: Any) -> WorkerSweep:
+        return WorkerSweep(self.spec, self.params, self.lo, self.hi, self.n, self.dtype, self.upstream, frame)
+
+
+def _evaluate_here(key: str, x: np.ndarray, params: dict, upstream: float, dtype: str) -> dict:
+    return sweeps.evaluate(get(key), x, params, upstream, dtype)
+
+
+def _sweep_here(key: str, params: dict, lo: float, hi: float, n: int, dtype: str, upstream: float) -> tuple:
+    """In the worker: probe, sweep (eagerly if the graph fails) and find the special points of loaded op
+    ``key``; returns (frame, points table, graph failure or None). UserOpError for the user's failures."""
+    from explorer.explore.points import special_points
+
+    spec = get(key)
+    probe(spec, params, lo, hi, dtype, upstream)
+    graph = None
+    try:
+        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+    except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
+        if sweeps.is_eager(spec):
+            raise
+        graph = _text(error)
+        sweeps.run_eagerly(spec)
+        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+    if graph is None and sweeps.is_eager(spec):
+        graph = _GRAPH_FAILURES.get(key)
+    if graph is not None:
+        _GRAPH_FAILURES[key] = graph
+    return result.frame, special_points(result), graph
+
+
+def _failure_text(key: str, error: BaseException, doing: str) -> UserOpError:
+    """The UserOpError for whatever ``error`` a worker call on loaded op ``key`` ended with."""
+    if isinstance(error, UserOpError):
+        return error
+    if isinstance(error, worker.WorkerFailure):
+        return UserOpError(f"{key} {error.how}; the {doing} was abandoned")
+    return UserOpError(f"{key} raised {_text(error)} while being {'swept' if doing == 'sweep' else 'probed'}")
+
+
+def sweep_and_points(
+    op: str,
+    lo: float = -3.0,
+    hi: float = 3.0,
+    n: int = 2001,
+    params: Mapping[str, float] | None = None,
+    upstream: float = 1.0,
+    dtype: str = "float32",
+    *,
+    time_limit: float | None = None,
+) -> tuple[sweeps.Sweep, Any]:
+    """:func:`sweep` and its special points (:func:`explorer.explore.points.special_points`); for a loaded
+    op both come from one worker call."""
+    spec = get(op)
+    if not is_loaded(spec.key) or spec.user_function is None:
+        from explorer.explore.points import special_points
+
+        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        return result, special_points(result)
+    # invalid inputs are ValueErrors as for any op, raised here: in the worker every failure is the user's code
+    resolved = spec.resolve(params)
+    dtype = sweeps.validate_dtype(dtype)
+    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
+    upstream = sweeps.validate_upstream(upstream, dtype)
+    remembered = (spec.key, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
+    if remembered in _FAILURES:
+        raise _FAILURES[remembered]
+    limit = worker.call_seconds() if time_limit is None else time_limit
+    try:
+        frame, points, graph = _call(0, _sweep_here, spec.key, dict(resolved), lo, hi, n, dtype, upstream, time_limit=limit)
+    except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
+        failure = _failure_text(spec.key, error, "sweep")
+        _remember(_FAILURES, remembered, failure)
+        raise failure from None
+    if graph is not None:
+        _GRAPH_FAILURES[spec.key] = graph
+    from types import MappingProxyType
+
+    return WorkerSweep(spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame), points
+
+
 def sweep(
     op: str,
     lo: float = -3.0,
@@ -373,52 +522,26 @@ def sweep(
     *,
     time_limit: float | None = None,
 ) -> sweeps.Sweep:
-    """:func:`explorer.explore.sweeps.sweep` of a built-in or loaded op; a loaded op under the guards of the
-    module docstring (UserOpError for its failures, ValueError for invalid inputs as for any op)."""
+    """:func:`explorer.explore.sweeps.sweep` of a built-in or loaded op; a loaded op in its worker under the
+    guards of the module docstring (UserOpError for its failures, ValueError for invalid inputs as for any op)."""
     spec = get(op)
     if not is_loaded(spec.key) or spec.user_function is None:
         return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
-    # invalid inputs are ValueErrors as for any op, raised here, outside the guards: inside them every
-    # exception comes from the user's code
-    resolved = spec.resolve(params)
-    dtype = sweeps.validate_dtype(dtype)
-    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
-    upstream = sweeps.validate_upstream(upstream, dtype)
-    remembered = (spec.key, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
-    if remembered in _FAILURES:
-        raise _FAILURES[remembered]
-    limit = SWEEP_TIME_LIMIT if time_limit is None else time_limit
-
-    def guarded() -> sweeps.Sweep:
-        probe(spec, resolved, lo, hi, dtype, upstream)
-        try:
-            return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=resolved, upstream=upstream, dtype=dtype)
-        except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
-            if sweeps.is_eager(spec):
-                raise
-            _GRAPH_FAILURES[spec.key] = _text(error)
-            sweeps.run_eagerly(spec)
-            return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=resolved, upstream=upstream, dtype=dtype)
-
-    try:
-        return run_limited(guarded, limit)
-    except UserOpError as error:
-        failure = error
-    except TimeoutError as error:
-        failure = UserOpError(f"{spec.key} {error}; the sweep was abandoned")
-    except Exception as error:  # noqa: BLE001 - anything else the user's code raised
-        failure = UserOpError(f"{spec.key} raised {_text(error)} while being swept")
-    _remember(_FAILURES, remembered, failure)
-    raise failure
+    return sweep_and_points(op, lo, hi, n, params, upstream, dtype, time_limit=time_limit)[0]
 
 
 _USABLE: OrderedDict[tuple, str | None] = OrderedDict()
 
 
+def _problem_here(key: str, params: dict) -> None:
+    probe(get(key), params, -3.0, 3.0, "float32", 1.0)
+
+
 def problem(key: str, params: Mapping[str, float] | None = None) -> str | None:
-    """Why loaded op ``key`` cannot be trained at ``params`` (its forward or backward raises, hangs, is NaN
-    everywhere or has the wrong shape or dtype on the probe of :func:`probe`, float32 on [-3, 3]), or
-    None (also for a built-in). Remembered per (op, parameters): the Train page asks on every rerun."""
+    """Why loaded op ``key`` cannot be trained at ``params`` (its forward or backward raises, hangs, ends its
+    worker, is NaN everywhere or has the wrong shape or dtype on the probe of :func:`probe`, float32 on
+    [-3, 3]), or None (also for a built-in). Remembered per (op, parameters): the Train page asks on
+    every rerun."""
     spec = get(key)
     if not is_loaded(spec.key) or spec.user_function is None:
         return None
@@ -426,16 +549,32 @@ def problem(key: str, params: Mapping[str, float] | None = None) -> str | None:
     remembered = (spec.key, tuple(sorted(resolved.items())))
     if remembered not in _USABLE:
         try:
-            run_limited(lambda: probe(spec, resolved, -3.0, 3.0, "float32", 1.0), SWEEP_TIME_LIMIT)
+            _call(0, _problem_here, spec.key, dict(resolved), time_limit=worker.call_seconds())
             found = None
-        except UserOpError as error:
-            found = str(error)
-        except TimeoutError as error:
-            found = f"{spec.key} {error}"
-        except Exception as error:  # noqa: BLE001 - anything else the user's code raised
-            found = f"{spec.key} raised {_text(error)}"
+        except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
+            found = str(_failure_text(spec.key, error, "probe"))
         _remember(_USABLE, remembered, found)
     return _USABLE[remembered]
+
+
+_LAYER_OPS: dict[str, str | None] = {}
+
+
+def _layer_op_here(layer_key: str) -> str | None:
+    item = current().layers[layer_key]
+    siblings = {k: op.spec for k, op in current().ops.items() if op.module == item.module}
+    return _op_the_layer_calls(item.layer_class, siblings)
+
+
+def layer_op_key(layer_key: str) -> str | None:
+    """The key of the loaded op loaded layer ``layer_key`` calls (found in the background worker, once)."""
+    if layer_key not in _LAYER_OPS:
+        try:
+            found = _call(1, _layer_op_here, layer_key, time_limit=worker.call_seconds())
+        except Exception:  # noqa: BLE001 - a layer that cannot run is reported by the trainer, not here
+            found = None
+        _LAYER_OPS[layer_key] = found
+    return _LAYER_OPS[layer_key]
 
 
 # -- the checker, in the background ----------------------------------------------------------------------
@@ -443,16 +582,26 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_pre
 _CHECKS: OrderedDict[tuple, concurrent.futures.Future] = OrderedDict()
 
 
-def _run_checks(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> tuple:
+def _checks_here(key: str, params: dict, time_limit: float) -> tuple:
     from explorer.checker import user as usercheck  # keras and the checks load only when a check is asked for
 
-    return tuple(usercheck.check_function(spec, time_limit=time_limit, **params))
+    return tuple(usercheck.check_function(get(key), time_limit=time_limit, **params))
+
+
+def _run_checks(key: str, params: dict, time_limit: float) -> tuple:
+    """The checks in the background worker; a worker that does not return or ends is one failed row."""
+    from explorer.checker.checks import Check
+
+    try:
+        return _call(1, _checks_here, key, params, time_limit, time_limit=worker.check_seconds())
+    except worker.WorkerFailure as error:
+        return (Check("worker", False, f"{key}'s checks {error.how}; the worker process was replaced", "fail"),)
 
 
 def checks(key: str, params: Mapping[str, float], *, time_limit: float = CHECK_TIME_LIMIT) -> concurrent.futures.Future:
-    """The checker's results (a tuple of :class:`explorer.verify.Check`) for loaded op ``key`` at ``params``,
-    as a Future: computed once per (op, parameters) by one background worker (one core, so a sweep
-    keeps the other). Asking for other parameters of the same op cancels its requests not yet
+    """The checker's results (a tuple of :class:`explorer.checker.checks.Check`) for loaded op ``key`` at
+    ``params``, as a Future: computed once per (op, parameters) in the background worker (one core, so a
+    sweep keeps the other). Asking for other parameters of the same op cancels its requests not yet
     started: a slider dragged through ten values checks the one it stops at."""
     spec = get(key)
     resolved = spec.resolve(params)
@@ -465,6 +614,6 @@ def checks(key: str, params: Mapping[str, float], *, time_limit: float = CHECK_T
         for other_key, other in list(_CHECKS.items()):
             if other_key[0] == spec.key and other.cancel():
                 del _CHECKS[other_key]
-        future = _EXECUTOR.submit(_run_checks, spec, resolved, time_limit)
+        future = _EXECUTOR.submit(_run_checks, spec.key, dict(resolved), time_limit)
         _remember(_CHECKS, cache_key, future)
         return future

@@ -8,9 +8,9 @@ value it has not had (so the sweep, special points and figure are computed, as w
 it) and times ``AppTest.run()``: loaded, then built-in. Interleaving A B A B exposes both to the same
 machine load; the result is the median of the per-pair ratios (robust to one slow pair).
 
-The loaded op pays for what makes user code safe: a worker thread with a time limit, a 7-point
-eager probe of the user's function, and (in the background, one core) the checker's run for the new
-parameters. ``settle_checks=True`` waits for those checks before each pair, which isolates the
+The loaded op pays for what makes user code safe: a round trip to its worker process (the sweep and its
+special points computed there, the frame and points table pickled back once), a 7-point eager probe of
+the user's function, and (in the background worker, one core) the checker's run for the new parameters. ``settle_checks=True`` waits for those checks before each pair, which isolates the
 rerun itself; the default does not, which is what a user dragging the slider gets.
 Tooling, not product: run it from a clone (``python -m explorer.bench.yours``).
 """

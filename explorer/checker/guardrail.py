@@ -13,8 +13,12 @@ Nothing here imports streamlit.
 
 from __future__ import annotations
 
+import importlib
 import random
+import sys
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,16 +72,91 @@ def assert_custom_gradient(
 ) -> list[Check]:
     """Raise AssertionError listing every failed check (name: message); return all checks otherwise.
 
+    The checks run in a worker process (:func:`checks_in_worker`) when ``fn_or_layer`` can be imported
+    there by module and name, else in this process; the message says which. A function that ends its
+    worker (``os._exit``, a segfault, ``SystemExit``) or does not return within
+    ``GRADIENT_EXPLORER_CHECK_SECONDS`` fails the assertion naming how, and your test session goes on.
+
     ``snapshot``: a JSON file that pins the forward and gradient values (:mod:`explorer.checker.snapshot`):
-    recorded when missing (a warning; a failure with ``CI=true``), compared otherwise."""
+    recorded when missing (a warning; a failure with ``CI=true``), compared otherwise.
+    """
+    from explorer import worker
+
+    snapshot_path = None if snapshot is None else str(Path(snapshot).resolve())
+    where = importable_name(fn_or_layer)
+    results = None
+    ran = "checked in this process: not importable by module and name"
+    if where is not None:
+        try:
+            results = checks_in_worker(*where, declarations, snapshot_path)
+            ran = "checked in a worker process"
+        except worker.NotSendable:
+            ran = "checked in this process: its declarations cannot be sent to a worker process"
+        except worker.WorkerFailure as failure:
+            raise AssertionError(f"{_name(fn_or_layer)}: its checks {failure.how} (checked in a worker process)") from None
+        else:
+            if snapshot_path is not None and results[-1].level == "warn":  # the worker's warning stays there
+                warnings.warn(f"{_name(fn_or_layer)}: {results[-1].message}", UserWarning, stacklevel=2)
+    if results is None:
+        results = custom_gradient_checks(fn_or_layer, **declarations)
+        if snapshot_path is not None:
+            from explorer.checker.snapshot import check_snapshot
+
+            results.append(check_snapshot(fn_or_layer, snapshot_path, **declarations))
+    failed = [result for result in results if not result.passed]
+    if failed:
+        lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
+        raise AssertionError(f"{_name(fn_or_layer)}: {len(failed)} of {len(results)} checks failed ({ran}):\n{lines}")
+    return results
+
+
+def _name(fn_or_layer: Any) -> str:
+    return getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
+
+
+# -- the worker hook (explorer.worker) --------------------------------------------------------------------
+_GUARDRAIL_WORKER: list = []
+
+
+def importable_name(fn_or_layer: Any) -> tuple[str, str] | None:
+    """(module, name) under which a worker process finds this very function or class, or None (a local
+    function, a lambda, a ``__main__`` script's or a notebook's function)."""
+    module = getattr(fn_or_layer, "__module__", None)
+    name = getattr(fn_or_layer, "__name__", None)
+    if not isinstance(module, str) or not isinstance(name, str) or module == "__main__" or module not in sys.modules:
+        return None
+    if getattr(sys.modules[module], name, None) is not fn_or_layer:
+        return None
+    spec = getattr(sys.modules[module], "__spec__", None)
+    if spec is None or spec.name != module:  # a file imported under a made-up name cannot be found again
+        return None
+    return module, name
+
+
+def _checks_by_name(module: str, name: str, declarations: dict[str, Any], snapshot: str | None = None) -> list[Check]:
+    """In the worker: import ``module.name`` and run :func:`custom_gradient_checks` on it, then the snapshot
+    check (its warning is raised again by the caller, in the test's own process)."""
+    fn_or_layer = getattr(importlib.import_module(module), name)
     results = custom_gradient_checks(fn_or_layer, **declarations)
     if snapshot is not None:
         from explorer.checker.snapshot import check_snapshot
 
-        results.append(check_snapshot(fn_or_layer, snapshot, **declarations))
-    failed = [result for result in results if not result.passed]
-    if failed:
-        name = getattr(fn_or_layer, "__name__", None) or ops.user.undecorated(fn_or_layer).__name__
-        lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
-        raise AssertionError(f"{name}: {len(failed)} of {len(results)} checks failed:\n{lines}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            results.append(check_snapshot(fn_or_layer, snapshot, **declarations))
     return results
+
+
+def checks_in_worker(
+    module: str, name: str, declarations: dict[str, Any], snapshot: str | None = None
+) -> list[Check]:
+    """:func:`custom_gradient_checks` of ``module.name`` in this process's guardrail worker (started at
+    first use and kept warm; replaced after a call that ended it or overran
+    ``GRADIENT_EXPLORER_CHECK_SECONDS``, which raises :class:`explorer.worker.WorkerFailure`)."""
+    from explorer import worker
+
+    if not _GUARDRAIL_WORKER:
+        _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.user",))]))
+    return _GUARDRAIL_WORKER[0].call(
+        _checks_by_name, module, name, declarations, snapshot, time_limit=worker.check_seconds()
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import json
 import platform
 import sys
@@ -124,40 +125,88 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
+    Each function's or layer's checks run in a worker process (:func:`checked_in_worker`): one that
+    ends its worker or hangs gets failed rows saying how, and the others are still checked.
     Returns the rows (as :func:`run_all`) and one line per target that could not be checked (missing,
     import error, nothing to check). A function that cannot be checked (a bad declaration, no inputs it
     accepts) is a failed or warned row of its own, never a problem of the whole module.
     """
     found = discover.Discovered()
-    for target in targets:
-        found.extend(discover.discover(target))
+    origin: dict[int, str] = {}
+    found_in_target: dict[int, int] = {}  # its place among what discover(target) returns (a file's module name
+    for target in targets:  # is made up per import, so the worker finds the item again by place)
+        got = discover.discover(target)
+        for place, item in enumerate(got.functions + got.layers):
+            origin[id(item)], found_in_target[id(item)] = target, place
+        found.extend(got)
     problems = [str(error) for error in found.errors]
     names = [item.name for item in found.functions + found.layers]
     rows = []
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
-        if item in found.functions:
-            try:
-                spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
-            except Exception as error:  # noqa: BLE001 - a bad declaration or an unreadable signature: a row, not exit 2
-                message = (
-                    f"cannot be checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
-                    f"{discover.DECLARATIONS} dict (keys: {', '.join(discover.DECLARED_KEYWORDS)})"
-                )
-                results = [
-                    Check(name, False, message, "fail")
-                    if name == "shape_dtype"
-                    else Check(name, True, "not run: the function cannot be checked (see shape_dtype)", "warn")
-                    for name in user.FUNCTION_CHECKS
-                ]
-            else:
-                results = user.check_function(spec)
+        if ISOLATE:
+            results = checked_in_worker(origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions)
         else:
-            siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
-            results = user.check_layer(item.obj, siblings)
+            results = check_found(item, found)
         for result in results:
             rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
     return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
+
+
+def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
+    """The checks of one discovered function or layer (``found``: everything discovered with it), here.
+    A function that cannot be an op (a bad declaration, an unreadable signature) gets a failed
+    ``shape_dtype`` row saying why and the other checks as not run."""
+    if item in found.functions:
+        try:
+            spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
+        except Exception as error:  # noqa: BLE001 - a bad declaration or an unreadable signature: a row, not exit 2
+            message = (
+                f"cannot be checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
+                f"{discover.DECLARATIONS} dict (keys: {', '.join(discover.DECLARED_KEYWORDS)})"
+            )
+            return [
+                Check(name, False, message, "fail")
+                if name == "shape_dtype"
+                else Check(name, True, "not run: the function cannot be checked (see shape_dtype)", "warn")
+                for name in user.FUNCTION_CHECKS
+            ]
+        return user.check_function(spec)
+    siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
+    return user.check_layer(item.obj, siblings)
+
+
+# -- the worker hook: each function's checks in a worker process (explorer.worker) ----------------------
+ISOLATE = True  # False: check in this process (a test that replaces the checks here sets it)
+_VERIFY_WORKER: list = []
+_DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
+
+
+def _check_by_place(target: str, place: int, name: str) -> list[Check]:
+    """In the worker: discover ``target`` (once) and check the item at ``place`` (named ``name``)."""
+    if target not in _DISCOVERED_IN_WORKER:
+        _DISCOVERED_IN_WORKER[target] = discover.discover(target)
+    found = _DISCOVERED_IN_WORKER[target]
+    items = found.functions + found.layers
+    if place >= len(items) or items[place].name != name:
+        raise RuntimeError(f"{target} defines other functions in the worker process than here (no {name})")
+    return check_found(items[place], found)
+
+
+def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer: bool) -> list[Check]:
+    """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
+    (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
+    worker is replaced for the next function."""
+    from explorer import worker
+
+    if not _VERIFY_WORKER:
+        _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.user",))]))
+    try:
+        return _VERIFY_WORKER[0].call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
+    except worker.WorkerFailure as failure:
+        names = user.LAYER_CHECKS if is_layer else user.FUNCTION_CHECKS
+        message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
+        return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,10 @@
 """Run the user's code with a time limit: :func:`call_with_time_limit`.
 
-Python cannot stop a thread, so an overrunning call is abandoned, not stopped: it runs on in a daemon
-thread (a hung op may keep a core busy until the process ends) while the caller gets a TimeoutError.
-Used by the checker (:mod:`explorer.checker.user`) and by the app's guarded sweeps (:mod:`explorer.loaded`).
+Python cannot stop a thread, so an overrunning call is abandoned, not stopped: the caller gets a
+TimeoutError while the call runs on in a daemon thread. That is why the checks of a team's code run in a
+worker process (:mod:`explorer.worker`): a worker whose call left such a thread running is retired after it
+answers, so the abandoned thread ends with it. Used by the checker (:mod:`explorer.checker.user`), in the
+worker or, for a function the guardrail cannot send there, in the caller's process.
 """
 
 from __future__ import annotations

@@ -6,15 +6,19 @@
 
 import streamlit as st
 
+from explorer.serve import start_user_code_worker
 from explorer.ui import runtime
 
+start_user_code_worker()  # your ops' worker imports TensorFlow while this process does (no-op once started)
+
 with runtime.startup_imports():  # the collector paused while TensorFlow and the rest import
-    from explorer import cpu
+    from explorer import cpu, loaded
     from explorer.ui import editor, explore, train
 
 
 def main() -> None:
     cpu.one_thread_per_op()  # before the first TensorFlow op of the process
+    loaded.start_workers()  # the same worker (started above), or a new one if the ops were reloaded
     runtime.skip_direct_execution_warning()
     # A Material icon, not an emoji-like string: Streamlit checks a string icon against its emoji
     # catalogue (loaded on first use, part of every cold start) unless it is ":material/...:".

@@ -18,7 +18,7 @@ from explorer import state as url_state
 from explorer.explore import figures
 from explorer.explore.measures import COLUMNS as METRIC_COLUMNS
 from explorer.explore.measures import metrics_records
-from explorer.explore.points import display_columns, special_points
+from explorer.explore.points import display_columns
 from explorer.explore.sweeps import Sweep
 from explorer.ui import yours
 from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_figure, show_formulas
@@ -56,9 +56,8 @@ class View:
 def cached_view(key: tuple) -> View:
     """Sweep and special points for the inputs ``key`` = (op, params, lo, hi, n, dtype, upstream) of :func:`_key`."""
     op, params, lo, hi, n, dtype, upstream = key
-    # loaded.sweep: a built-in as sweep(); a loaded op guarded (time limit, probe, eager fallback)
-    result = loaded.sweep(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
-    points = special_points(result)
+    # a built-in here; a loaded op in its worker process, guarded (time limit, probe, eager fallback)
+    result, points = loaded.sweep_and_points(op, lo=lo, hi=hi, n=n, params=dict(params), upstream=upstream, dtype=dtype)
     status = points["status"].tolist()
     return View(
         result,

@@ -2,9 +2,9 @@
 :mod:`explorer.loaded`): load errors, why an op runs only eagerly, and the checker's results.
 
 The checks take seconds (a ``Model.fit`` and a SavedModel export), so they never block the figure:
-:func:`explorer.loaded.checks` runs them in a background worker, once per (op, parameters), and a
+:func:`explorer.loaded.checks` runs them in the background worker process, once per (op, parameters), and a
 fragment polls every :data:`CHECK_POLL_SECONDS` until they are done, then reruns the page once. The
-results stay in that worker's cache (shared by every session: the same op at the same parameters
+results stay in the server's cache (shared by every session: the same op at the same parameters
 gives the same checks), not in ``st.cache_data``, which would pickle them and would block the run.
 The default shows them without a click: a user should not have to know that checks exist.
 """

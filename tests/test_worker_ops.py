@@ -1,0 +1,122 @@
+"""A team's module whose backwards end or block their process (tests/fixtures/crashing_ops.py): the app's
+sweeps, ``python -m explorer verify`` and the guardrail report each failure by how it ended, and go on.
+
+Time limits are the operator's settings, set short here (GRADIENT_EXPLORER_CALL_SECONDS and
+GRADIENT_EXPLORER_CHECK_SECONDS), never wall-clock bounds of the test.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from multiprocessing import resource_tracker
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from explorer import loaded, worker
+from explorer.checker import user as usercheck
+from explorer.testing import assert_custom_gradient
+from tests.fixtures import crashing_ops
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = "tests/fixtures/crashing_ops.py"
+CALL_SECONDS = 10  # a sweep or probe; the good function's first sweep (a trace) needs ~1 s
+CHECK_SECONDS_VERIFY = 90  # the checks of one function: the good one's need ~15 s on a busy 2-core host
+CHECK_SECONDS_GUARDRAIL = 20  # only bad functions are checked under this one
+# how each bad backward ends, as the sweep, the checker and the guardrail name it
+CAUSES = {
+    "exits_in_backward": "ended the worker process with exit code 3",
+    "segfaults_in_backward": "killed the worker process with signal SIGSEGV",
+    "sleeps_in_backward": "did not return within {seconds} s",
+    "spins_in_backward": "did not return within {seconds} s",
+    "system_exit_in_backward": "SystemExit",
+}
+
+
+def _children() -> set[int]:
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
+
+
+@pytest.fixture(scope="module")
+def crashing():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(loaded.OPS_ENV, FIXTURE)
+        patch.setenv(worker.process.CALL_SECONDS_ENV, str(CALL_SECONDS))
+        patch.chdir(ROOT)
+        loaded.reset()
+        assert loaded.start_workers()
+        yield loaded.current()
+    loaded.reset()
+
+
+def _good_sweep_matches_identity() -> None:
+    result = loaded.sweep("good_identity", -2.0, 2.0, 201)
+    x = result["x"].to_numpy(np.float64)
+    np.testing.assert_array_equal(result["forward"], x.astype(np.float32))
+    np.testing.assert_array_equal(result["custom_grad"], np.ones_like(x))
+    np.testing.assert_allclose(result["true_grad"], np.ones_like(x), rtol=1e-3)  # numerical, of y = x
+
+
+def test_each_bad_backward_is_a_named_failure_and_the_server_process_goes_on(crashing):
+    assert set(crashing.ops) == {"good_identity", *CAUSES}
+    _good_sweep_matches_identity()
+    threads = threading.active_count()
+    for key, cause in CAUSES.items():
+        words = cause.format(seconds=CALL_SECONDS)
+        with pytest.raises(loaded.UserOpError, match=words.replace("(", r"\(")) as raised:
+            loaded.sweep(key)
+        assert str(raised.value).startswith(key)
+        with pytest.raises(loaded.UserOpError) as again:  # remembered per input: not run a second time
+            loaded.sweep(key)
+        assert again.value is raised.value
+        _good_sweep_matches_identity()  # the replaced worker answers
+        assert words in loaded.problem(key)  # the Train page's probe names it too
+    # nothing of the bad calls is left: no new thread here, and the only child is the current sweeps'
+    # worker (the checks' worker starts at the first check, not asked for here)
+    assert threading.active_count() == threads
+    assert _children() == set(loaded.worker_pids().values()) and len(_children()) == 1
+    pids = loaded.worker_pids()
+    loaded.stop_workers()
+    assert not any(psutil.pid_exists(pid) for pid in pids.values()) and _children() == set()
+
+
+def test_the_checks_panel_of_a_crashing_function_is_one_failed_row(crashing, monkeypatch):
+    monkeypatch.setenv(worker.process.CHECK_SECONDS_ENV, "60")
+    [row] = loaded.checks("exits_in_backward", {}).result(timeout=600)
+    assert (row.name, row.level) == ("worker", "fail")
+    assert "exits_in_backward's checks ended the worker process with exit code 3" in row.message
+
+
+def test_verify_checks_every_function_and_names_how_each_bad_one_ended():
+    env = {**os.environ, worker.process.CHECK_SECONDS_ENV: str(CHECK_SECONDS_VERIFY), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", "verify", FIXTURE, "--json"], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=1800,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    rows = json.loads(done.stdout)  # complete JSON: every function, every check
+    functions = ["good_identity", *CAUSES]
+    assert [row["op"] for row in rows] == [name for name in functions for _ in usercheck.FUNCTION_CHECKS]
+    assert [row["check"] for row in rows] == list(usercheck.FUNCTION_CHECKS) * len(functions)
+    assert all(row["level"] == "pass" for row in rows if row["op"] == "good_identity")
+    for name, cause in CAUSES.items():
+        mine = [row for row in rows if row["op"] == name]
+        assert all(row["level"] == "fail" for row in mine), name
+        assert all(cause.format(seconds=CHECK_SECONDS_VERIFY) in row["message"] for row in mine), (name, mine[0])
+
+
+@pytest.mark.parametrize("name", list(CAUSES))
+def test_the_guardrail_fails_each_bad_function_naming_the_cause_and_the_session_goes_on(name, monkeypatch):
+    monkeypatch.setenv(worker.process.CHECK_SECONDS_ENV, str(CHECK_SECONDS_GUARDRAIL))
+    with pytest.raises(AssertionError) as raised:
+        assert_custom_gradient(getattr(crashing_ops, name))
+    message = str(raised.value)
+    assert message.startswith(f"{name}: ") and "checked in a worker process" in message
+    assert CAUSES[name].format(seconds=CHECK_SECONDS_GUARDRAIL) in message
+    # still here: this test process was not ended, and the next call gets a working worker
+    assert threading.current_thread() is threading.main_thread()
