@@ -9,11 +9,15 @@ SIGSEGV", "raised SystemExit(3)"). After such a failure the worker is replaced; 
 
 Why these choices (see also RUNBOOK.md, "When a team's code misbehaves"):
 
-* ``multiprocessing`` with the ``spawn`` start method: TensorFlow is not fork-safe once it has been
-  initialised, and the server has initialised it. ``concurrent.futures.ProcessPoolExecutor`` cannot
-  stop one overrunning call (it can only shut the whole pool down, waiting for it) and turns a dead
-  worker into a broken pool; a :class:`Worker` is one ``multiprocessing.Process`` and a ``Pipe``, so a
-  call that overruns its time limit is ended by killing exactly that process.
+* A fresh interpreter per worker (the ``spawn`` model, never ``fork``): TensorFlow is not fork-safe once it
+  has been initialised, and the server has initialised it. The child is ``python -m
+  explorer.worker.child`` started with :mod:`subprocess` and talks over a ``multiprocessing`` ``Pipe``
+  (pickled calls and replies, ``multiprocessing.connection.wait`` for the time limit).
+  ``multiprocessing.Process`` with ``spawn`` / ``forkserver`` re-runs the parent's ``__main__`` in the
+  child, which under Streamlit is the app script itself (it starts pages, and workers, again).
+  ``concurrent.futures.ProcessPoolExecutor`` cannot stop one overrunning call (only shut the pool down,
+  waiting for it) and turns a dead worker into a broken pool. A :class:`Worker` is one process in a
+  process group of its own, so a call that overruns is ended by killing exactly that group.
 * A call is ``(function, args, kwargs)`` pickled by reference: this package imports nothing of the
   project, the caller names what runs (``explorer.loaded``, ``explorer.checker``). Arrays and frames
   cross the boundary once per call (a whole sweep is one call, never one call per point).
