@@ -26,7 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''
 import tensorflow as tf
 
-SCALE = [1.0]  # a test turns the gradient up by 1 %
+from pathlib import Path
+
+# a test turns the gradient up by 1 % by writing this file: read at each call, so that the checks' worker
+# process sees the change as well as this one
+SCALE_FILE = Path(__file__).with_name("scale.txt")
+
+
+def scale():
+    return float(SCALE_FILE.read_text()) if SCALE_FILE.exists() else 1.0
 
 
 @tf.custom_gradient
@@ -34,7 +42,7 @@ def hard_tanh_ste(x):
     """Straight-through clip: the gradient passes where |x| <= 1."""
 
     def grad(dy):
-        return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype) * tf.constant(SCALE[0], dy.dtype)  # tf.cast would round via float32
+        return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype) * tf.constant(scale(), dy.dtype)  # tf.cast would round via float32
 
     return tf.clip_by_value(x, -1.0, 1.0), grad
 
@@ -61,8 +69,12 @@ def pinned(tmp_path, monkeypatch):
     import pinned_ops
 
     yield pinned_ops
-    pinned_ops.SCALE[0] = 1.0
+    (tmp_path / "scale.txt").unlink(missing_ok=True)
     sys.modules.pop("pinned_ops", None)
+
+
+def set_scale(module, value: float) -> None:
+    module.SCALE_FILE.write_text(repr(value))
 
 
 def record(path: Path) -> dict:
@@ -134,7 +146,7 @@ def test_a_one_percent_change_of_the_gradient_fails_naming_where_and_both_versio
     data["made_with"]["tensorflow"] = "2.0.0"  # as if recorded before an upgrade
     path.write_text(snapshot.dumps({**data, "values": record(path)["values"]}))
     assert snapshot.check_snapshot(pinned.hard_tanh_ste, path).level == "pass"  # unchanged values still pass
-    pinned.SCALE[0] = 1.01
+    set_scale(pinned, 1.01)
     with pytest.raises(AssertionError) as error:
         assert_custom_gradient(pinned.hard_tanh_ste, snapshot=str(path))
     message = str(error.value)
@@ -153,9 +165,9 @@ def test_a_change_within_the_dtypes_tolerance_passes(pinned, tmp_path):
     path = tmp_path / "hard_tanh_ste.json"
     with pytest.warns(UserWarning):
         snapshot.check_snapshot(pinned.hard_tanh_ste, path)
-    pinned.SCALE[0] = 1.0 + 1e-12  # float64 moves by 1e-12 relative, below its 1e-10; the others not at all
+    set_scale(pinned, 1.0 + 1e-12)  # float64 moves by 1e-12 relative, below its 1e-10; the others not at all
     assert snapshot.check_snapshot(pinned.hard_tanh_ste, path).level == "pass"
-    pinned.SCALE[0] = 1.0 + 1e-9  # above float64's tolerance only
+    set_scale(pinned, 1.0 + 1e-9)  # above float64's tolerance only
     check = snapshot.check_snapshot(pinned.hard_tanh_ste, path)
     assert check.level == "fail" and "21 value(s) changed" in check.message and "float64" in check.message
 
@@ -164,7 +176,7 @@ def test_the_update_flag_re_records(pinned, tmp_path, monkeypatch):
     path = tmp_path / "hard_tanh_ste.json"
     with pytest.warns(UserWarning):
         snapshot.check_snapshot(pinned.hard_tanh_ste, path)
-    pinned.SCALE[0] = 1.5
+    set_scale(pinned, 1.5)
     assert snapshot.check_snapshot(pinned.hard_tanh_ste, path).level == "fail"
     monkeypatch.setenv(snapshot.UPDATE_VARIABLE, "1")
     monkeypatch.setenv("CI", "true")  # an explicit update is allowed anywhere
@@ -217,7 +229,7 @@ def test_an_unchanged_rerun_in_a_fresh_process_passes_and_a_changed_one_fails(pi
         import sys
         import pinned_ops
         from explorer.testing import assert_custom_gradient
-        pinned_ops.SCALE[0] = float(sys.argv[2])
+        pinned_ops.SCALE_FILE.write_text(sys.argv[2])
         results = assert_custom_gradient(pinned_ops.hard_tanh_ste, snapshot=sys.argv[1], points=[(1.0, "kink")])
         print(results[-1].name, results[-1].level)
         """
@@ -246,7 +258,7 @@ def test_pytest_update_snapshots_re_records(pinned, tmp_path):
         from explorer.testing import assert_custom_gradient
 
         def test_pinned():
-            pinned_ops.SCALE[0] = 1.5  # a changed backward
+            pinned_ops.SCALE_FILE.write_text("1.5")  # a changed backward
             assert_custom_gradient(pinned_ops.hard_tanh_ste, snapshot="hard_tanh_ste.json")
         """
     ))  # fmt: skip

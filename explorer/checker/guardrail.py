@@ -81,28 +81,29 @@ def assert_custom_gradient(
     recorded when missing (a warning; a failure with ``CI=true``), compared otherwise.
     """
     from explorer import worker
+    from explorer.checker import snapshot as snapshots
 
-    snapshot_path = None if snapshot is None else str(Path(snapshot).resolve())
+    # the flags as this process sees them now: a warm worker was started with the environment of its time
+    pinning = None if snapshot is None else (str(Path(snapshot).resolve()), snapshots.ci_and_update_flags())
     where = importable_name(fn_or_layer)
     results = None
     ran = "checked in this process: not importable by module and name"
     if where is not None:
         try:
-            results = checks_in_worker(*where, declarations, snapshot_path)
+            results = checks_in_worker(*where, declarations, pinning)
             ran = "checked in a worker process"
         except worker.NotSendable:
             ran = "checked in this process: its declarations cannot be sent to a worker process"
         except worker.WorkerFailure as failure:
             raise AssertionError(f"{_name(fn_or_layer)}: its checks {failure.how} (checked in a worker process)") from None
         else:
-            if snapshot_path is not None and results[-1].level == "warn":  # the worker's warning stays there
+            if pinning is not None and results[-1].level == "warn":  # the worker's warning stays there
                 warnings.warn(f"{_name(fn_or_layer)}: {results[-1].message}", UserWarning, stacklevel=2)
     if results is None:
         results = custom_gradient_checks(fn_or_layer, **declarations)
-        if snapshot_path is not None:
-            from explorer.checker.snapshot import check_snapshot
-
-            results.append(check_snapshot(fn_or_layer, snapshot_path, **declarations))
+        if pinning is not None:
+            path, (ci, update) = pinning
+            results.append(snapshots.check_snapshot(fn_or_layer, path, ci=ci, update=update, **declarations))
     failed = [result for result in results if not result.passed]
     if failed:
         lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
@@ -133,22 +134,36 @@ def importable_name(fn_or_layer: Any) -> tuple[str, str] | None:
     return module, name
 
 
-def _checks_by_name(module: str, name: str, declarations: dict[str, Any], snapshot: str | None = None) -> list[Check]:
+def _checks_by_name(
+    module: str,
+    name: str,
+    declarations: dict[str, Any],
+    pinning: tuple[str, tuple[bool, bool]] | None,
+    where: tuple[list[str], str | None],
+) -> list[Check]:
     """In the worker: import ``module.name`` and run :func:`custom_gradient_checks` on it, then the snapshot
-    check (its warning is raised again by the caller, in the test's own process)."""
+    check (its warning is raised again by the caller, in the test's own process). ``where``: the caller's
+    ``sys.path`` and the module's file now; a warm worker that imported a module of that name from another
+    file (a test's temporary folder of an earlier test) imports it again."""
+    path, file = where
+    sys.path[:] = path
+    cached = sys.modules.get(module)
+    if cached is not None and file is not None and getattr(cached, "__file__", None) != file:
+        del sys.modules[module]
     fn_or_layer = getattr(importlib.import_module(module), name)
     results = custom_gradient_checks(fn_or_layer, **declarations)
-    if snapshot is not None:
+    if pinning is not None:
         from explorer.checker.snapshot import check_snapshot
 
+        path, (ci, update) = pinning
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            results.append(check_snapshot(fn_or_layer, snapshot, **declarations))
+            results.append(check_snapshot(fn_or_layer, path, ci=ci, update=update, **declarations))
     return results
 
 
 def checks_in_worker(
-    module: str, name: str, declarations: dict[str, Any], snapshot: str | None = None
+    module: str, name: str, declarations: dict[str, Any], pinning: tuple[str, tuple[bool, bool]] | None = None
 ) -> list[Check]:
     """:func:`custom_gradient_checks` of ``module.name`` in this process's guardrail worker (started at
     first use and kept warm; replaced after a call that ended it or overran
@@ -157,6 +172,7 @@ def checks_in_worker(
 
     if not _GUARDRAIL_WORKER:
         _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.user",))]))
+    where = (list(sys.path), getattr(sys.modules.get(module), "__file__", None))
     return _GUARDRAIL_WORKER[0].call(
-        _checks_by_name, module, name, declarations, snapshot, time_limit=worker.check_seconds()
+        _checks_by_name, module, name, declarations, pinning, where, time_limit=worker.check_seconds()
     )

@@ -59,6 +59,11 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
+def ci_and_update_flags() -> tuple[bool, bool]:
+    """``(CI is true, re-recording asked for)`` as this process's environment says now."""
+    return _flag("CI"), _flag(UPDATE_VARIABLE)
+
+
 def versions() -> dict[str, str]:
     """The versions a snapshot records, by distribution name."""
     found = {}
@@ -242,14 +247,18 @@ def _failure(path: Path, record: Mapping[str, Any], moved: list[dict[str, Any]],
     return "\n".join(lines)
 
 
-def check_snapshot(fn_or_layer: Any, path: str | os.PathLike, /, **declarations: Any) -> Check:
+def check_snapshot(
+    fn_or_layer: Any, path: str | os.PathLike, /, *, ci: bool | None = None, update: bool | None = None,
+    **declarations: Any,
+) -> Check:
     """The ``snapshot`` check (see the module docstring). ``declarations`` as for
     :func:`explorer.checker.guardrail.custom_gradient_checks`: ``points`` add grid points, ``params`` are passed."""
     path = Path(path)
     time_limit = declarations.get("time_limit", TIME_LIMIT)
     name, call, points, dtypes = _callable(fn_or_layer, declarations.get("params"), declarations)
-    update = _flag(UPDATE_VARIABLE)
-    if not path.exists() and not update and _flag("CI"):
+    update = _flag(UPDATE_VARIABLE) if update is None else update  # given by a caller whose worker process
+    ci = _flag("CI") if ci is None else ci  # was started before the test set them
+    if not path.exists() and not update and ci:
         return _result("snapshot", "fail", f"snapshot missing: record it locally ({path} does not exist; CI=true "
                                            "never records one): run the test without CI=true and commit the file")  # fmt: skip
     if update or not path.exists():
