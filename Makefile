@@ -32,10 +32,11 @@ test: $(VENV)/.dev-installed
 e2e: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
 
-# ruff, then the layout: no import circle, arrows one way (tests/test_architecture.py).
+# ruff, then the layout: no import circle, arrows one way (tests/test_architecture.py), and no module-level
+# name defined twice (tests/test_code_hygiene.py: ruff F811 misses it when the first is used in between).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -p no:xdist tests/test_architecture.py
+	$(BIN)/python -m pytest -q -p no:xdist tests/test_architecture.py tests/test_code_hygiene.py
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m explorer bench
