@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -189,17 +190,22 @@ def test_a_forward_overflow_of_an_unrepresentable_value_is_only_noted():
 
 
 def test_a_hung_check_fails_within_the_time_limit():
+    release = threading.Event()
+
     @tf.custom_gradient
-    def slow_backward(x):
+    def hung_backward(x):
         def grad(dy):
-            time.sleep(3.0)
+            release.wait(60)  # hangs until the test has its result
             return dy
 
         return x, grad
 
-    start = time.perf_counter()
-    result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(slow_backward), {}), 0.3)
-    assert time.perf_counter() - start < 2.0
+    # No stopwatch: the backward hangs until released after the result, so a check that waited for it
+    # would only come back after 60 s, and with a pass, not a TimeoutError.
+    try:
+        result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(hung_backward), {}), 0.3)
+    finally:
+        release.set()
     assert result.level == "fail" and "TimeoutError" in result.message and "0.3 s" in result.message
 
 
