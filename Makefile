@@ -25,6 +25,8 @@ run: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
+# Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
+# the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -n 2 -m "not e2e"
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e

@@ -89,7 +89,7 @@ def test_training_updates_the_loss_chart_then_shows_results(app):
     assert [row[4] for row in rows] == [str(EPOCHS)] * 2  # the "epochs" column
 
 
-def test_five_users_at_once_see_only_their_own_op_and_runs(app_server):
+def test_five_users_at_once_see_only_their_own_op_and_runs(chromium_path, app_server):  # its own Chromium: skips with the rest
     specs = _ops_with_float_param(USERS)
     params = []
     for index, spec in enumerate(specs):
