@@ -106,15 +106,28 @@ RESOLVED_JS = """(key) => {
 }"""
 
 
-# True once every chart (by Streamlit key) is drawn as the server sent it: plotly.js resolved it
-# (_fullLayout), at the width Streamlit measured and set (layout.width, the second call), and a
-# ReadyFigure with the data revision the server gave it (null: none, when an axis has no range hint).
-DRAWN_AS_SENT_JS = """([keys, revisions]) => keys.every((key) => {
+# Counts, on every chart's div, the times plotly.js is handed a layout (Plotly.react assigns gd.layout
+# once per call): Streamlit calls it twice per new chart, the second time ~10 ms to seconds (on a busy
+# machine) after the first, with a JSON copy of the figure, themed again and at its measured width.
+COUNT_PLOTLY_CALLS_JS = """
+Object.defineProperty(HTMLDivElement.prototype, 'layout', {
+  configurable: true,
+  get() { return this.__layout; },
+  set(value) { this.__layout = value; this.__plotlyCalls = (this.__plotlyCalls || 0) + 1; },
+});
+"""
+STREAMLIT_PLOTLY_CALLS = 2
+
+# True once every chart (by Streamlit key) is drawn as the server sent it: Streamlit's second plotly call
+# made, plotly.js resolved it (_fullLayout) at the width Streamlit set, and a ReadyFigure with the data
+# revision the server gave it (null: none, when an axis has no range hint).
+DRAWN_AS_SENT_JS = f"""([keys, revisions]) => keys.every((key) => {{
   const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
-  if (!gd || !gd._fullLayout || !gd.layout || gd.layout.width === undefined) return false;
+  if (!gd || (gd.__plotlyCalls || 0) < {STREAMLIT_PLOTLY_CALLS}) return false;
+  if (!gd._fullLayout || !gd.layout || gd.layout.width === undefined) return false;
   if (gd._fullLayout.width !== gd.layout.width || gd._fullLayout.height !== gd.layout.height) return false;
   return !(key in revisions) || (gd._fullLayout.datarevision ?? null) === revisions[key];
-})"""
+}})"""
 
 
 @pytest.fixture(scope="module")
@@ -130,14 +143,16 @@ def theme_page(tmp_path_factory):
 def drawn(browser, theme_page):
     """The page loaded once: every chart drawn and the page settled."""
     context = browser.new_context(viewport={"width": 2400, "height": 1200})
+    context.add_init_script(COUNT_PLOTLY_CALLS_JS)
     page = context.new_page()
     page.goto(theme_page.url)
     page.wait_for_function(harness.SETTLED_JS, timeout=90_000)
     keys = [f"{way}_{name}" for name in FIGURES for way in ("streamlit", "ready")]
     revisions = json.loads(page.locator(".st-key-revisions").inner_text())
     assert set(revisions) == {key for key in keys if key.startswith("ready_")}
-    # Streamlit's second plotly call (the measured width) comes after the first draw: wait for its event on
-    # every chart, then read twice, one animation frame apart; the two reads must agree, or the test fails.
+    # Streamlit's second plotly call (a copy of the figure, which may predate the first draw's ranges) comes
+    # after the first draw: wait for it on every chart, then read twice, two animation frames apart; the
+    # reads must agree, or the test fails.
     page.wait_for_function(DRAWN_AS_SENT_JS, arg=[keys, revisions], timeout=60_000)
     first = [page.evaluate(RESOLVED_JS, key) for key in keys]
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
