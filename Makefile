@@ -25,6 +25,8 @@ run: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
+# Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
+# the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -n 2 -m "not e2e"
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
@@ -32,10 +34,11 @@ test: $(VENV)/.dev-installed
 e2e: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
 
-# ruff, then the layout: no import circle, arrows one way (tests/test_architecture.py).
+# ruff, then the layout: no import circle, arrows one way (tests/test_architecture.py), and no module-level
+# name defined twice (tests/test_code_hygiene.py: ruff F811 misses it when the first is used in between).
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -p no:xdist tests/test_architecture.py
+	$(BIN)/python -m pytest -q -p no:xdist tests/test_architecture.py tests/test_code_hygiene.py
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m explorer bench

@@ -244,8 +244,13 @@ def parse_compare_values(spec: ops.OpSpec, name: str, text: str) -> tuple[tuple[
     return tuple(dict.fromkeys(values))[:MAX_COMPARE], problems
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.10g}"
+def url_number(value: float) -> str:
+    """The shortest text that parses back to exactly ``value`` (``repr(float)``), so a copied URL
+    reproduces the view; a whole number drops its ``.0`` (``-1``, not ``-1.0``) and an exponent its
+    ``+`` (``1e22``: a ``+`` in a query string may be read back as a space); both parse back the same.
+    The one formatter of every number in a URL, explore and editor state alike."""
+    text = repr(float(value)).replace("e+", "e")
+    return text[:-2] if text.endswith(".0") else text
 
 
 def to_query(state: ExploreState) -> dict[str, str]:
@@ -255,10 +260,10 @@ def to_query(state: ExploreState) -> dict[str, str]:
     defaults = state.spec.defaults()
     for name, value in state.params.items():
         if value != defaults.get(name):
-            query[PARAM_PREFIX + name] = _fmt(value)
+            query[PARAM_PREFIX + name] = url_number(value)
     for key in ("lo", "hi", "upstream"):
         if getattr(state, key) != getattr(base, key):
-            query[key] = _fmt(getattr(state, key))
+            query[key] = url_number(getattr(state, key))
     if state.n != base.n:
         query["n"] = str(state.n)
     if state.dtype != base.dtype:
@@ -270,7 +275,7 @@ def to_query(state: ExploreState) -> dict[str, str]:
         query["cmp_ops"] = ",".join(state.compare_ops)
     elif state.compare_param:
         query["cmp_param"] = state.compare_param
-        query["cmp_values"] = ",".join(_fmt(v) for v in state.compare_values)
+        query["cmp_values"] = ",".join(url_number(v) for v in state.compare_values)
     return query
 
 
@@ -297,12 +302,8 @@ DEFAULT = EditorSource()
 
 
 # -- text forms (URL values) ------------------------------------------------------------------------
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
 def params_to_text(params: tuple[tuple[str, float, float, float], ...]) -> str:
-    return ";".join(f"{name}:{_fmt(d)}:{_fmt(lo)}:{_fmt(hi)}" for name, d, lo, hi in params)
+    return ";".join(f"{name}:{url_number(d)}:{url_number(lo)}:{url_number(hi)}" for name, d, lo, hi in params)
 
 
 def params_from_text(text: str) -> tuple[tuple[str, float, float, float], ...]:

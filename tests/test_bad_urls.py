@@ -128,8 +128,25 @@ def _move_first_slider(app: AppTest):
     return slider.label, value
 
 
-def test_tour_is_big_enough():
-    assert len(EXPLORE_CASES) + len(EDITOR_CASES) >= 30
+def _url_keys_the_pages_write() -> set[str]:
+    """Every URL key the Explore and Editor pages write (``p.`` for all parameters): taken from the
+    product's own serialisers, with every field away from its default in both compare modes."""
+    from dataclasses import replace
+
+    from explorer import state as url_state
+
+    base = url_state.default_state().with_op(SPEC.key)
+    full = replace(base, params={PARAM.name: PARAM.low}, lo=-1.0, hi=2.0, n=11, dtype="float64", upstream=2.0, overlay=True)
+    keys = set(url_state.to_query(full)) | set(url_state.to_query(replace(full, compare="ops")))
+    keys |= set(url_state.editor_to_query(url_state.EditorSource()))
+    return {"p." if key.startswith("p.") else key for key in keys}
+
+
+def test_the_tour_tries_a_bad_value_for_every_url_key():
+    """Measured against what the pages write, not the list's length: a new URL key without a bad
+    case here fails this test."""
+    tried = {"p." if key.startswith("p.") else key for _, query, *_ in EXPLORE_CASES + EDITOR_CASES for key in query}
+    assert sorted(_url_keys_the_pages_write() - tried) == []
     assert len({case[0] for case in EXPLORE_CASES + EDITOR_CASES}) == len(EXPLORE_CASES) + len(EDITOR_CASES)
     assert any(len("&".join(f"{k}={v}" for k, v in query.items())) >= LONG for _, query, _ in EXPLORE_CASES)
 

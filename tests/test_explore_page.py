@@ -107,6 +107,14 @@ def test_url_restores_the_state():
     assert sorted(table["x"].round(6)) == [0.0, 0.25, 0.5]
 
 
+def test_a_copied_link_keeps_every_digit():
+    """The page writes back the URL it was opened with, digit for digit (issue 31: it wrote 1.23457)."""
+    link = {"op": "atan", "p.alpha": "1.23456789", "lo": "-2.123456789", "hi": "2.987654321"}
+    app = _app(link)
+    assert not app.exception and not app.warning
+    assert {key: app.query_params[key] for key in link} == link
+
+
 def test_bad_url_values_show_a_notice_and_no_exception():
     app = _app({"op": "nope", "n": "-5", "p.alpha": "nan", "lo": "3", "hi": "-3"})
     assert not app.exception

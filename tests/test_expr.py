@@ -412,10 +412,51 @@ def test_evaluate_number_uses_float64_and_parameters():
     assert math.isinf(expr.evaluate_number(expr.parse("1 / 0")))
 
 
-def test_latex_renders_every_table_expression():
-    for text, _ in VALUE_TABLE:
-        latex = expr.to_latex(expr.parse(text, ["k"]))
-        assert latex and "None" not in latex
-    assert expr.to_latex(expr.parse("1 / (k * abs(x) + 1) ** 2", ["k"])) == (
-        r"\frac{1}{\left(k \cdot \left|x\right| + 1\right)^{2}}"
-    )
+# The LaTeX of every table expression, written by hand: functions LaTeX knows as \exp, \log, \sin, \cos,
+# \tanh, \min, \max, \sqrt; the others as \operatorname; sigmoid as sigma; where() as cases (a condition
+# that is a bare value reads "!= 0"); comparisons as Iverson brackets; * as \cdot; / as \frac.
+LATEX = {
+    "abs(x)": r"\left|x\right|",
+    "exp(x)": r"\exp\left(x\right)",
+    "log(x)": r"\log\left(x\right)",
+    "log1p(x)": r"\operatorname{log1p}\left(x\right)",
+    "sqrt(x)": r"\sqrt{x}",
+    "sin(x) + cos(x)": r"\sin\left(x\right) + \cos\left(x\right)",
+    "tanh(x)": r"\tanh\left(x\right)",
+    "sigmoid(k * x)": r"\sigma\left(k \cdot x\right)",
+    "erf(x)": r"\operatorname{erf}\left(x\right)",
+    "sign(x)": r"\operatorname{sign}\left(x\right)",
+    "floor(x)": r"\operatorname{floor}\left(x\right)",
+    "round(x)": r"\operatorname{round}\left(x\right)",
+    "where(x > 0, x, -k)": r"\begin{cases} x & x > 0 \\ -k & \text{otherwise} \end{cases}",
+    "minimum(x, k) + maximum(x, -k)": r"\min\left(x, k\right) + \max\left(x, -k\right)",
+    "clip(x, -1, k)": r"\operatorname{clip}\left(x, -1, k\right)",
+    "x + 1 - 2 * x / 4": r"x + 1 - \frac{2 \cdot x}{4}",
+    "-x ** 2": r"-x^{2}",  # minus binds looser than the power, in Python and in LaTeX
+    "2 ** 3 * x": r"2^{3} \cdot x",
+    "x ** -1": r"x^{-1}",
+    "x ** k": r"x^{k}",
+    "+x * -k": r"+x \cdot -k",
+    "(x >= 0.5) + 2 * (x < -1) + 4 * (x == 0) + 8 * (x != 1) + 16 * (x <= -1)": (
+        r"[\,x \ge 0.5\,] + 2 \cdot [\,x < -1\,] + 4 \cdot [\,x = 0\,] + 8 \cdot [\,x \ne 1\,] + 16 \cdot [\,x \le -1\,]"
+    ),
+    "0 < x <= 1": r"[\,0 < x \le 1\,]",
+    "pi * e * x": r"\pi \cdot e \cdot x",
+    "1": "1",
+    "k / 3": r"\frac{k}{3}",
+    "where(1, x, 0)": r"\begin{cases} x & 1 \ne 0 \\ 0 & \text{otherwise} \end{cases}",
+    "where(x, 2, 3)": r"\begin{cases} 2 & x \ne 0 \\ 3 & \text{otherwise} \end{cases}",
+    "where(k > 1, 1, 0)": r"\begin{cases} 1 & k > 1 \\ 0 & \text{otherwise} \end{cases}",
+    "clip(1, x, 2)": r"\operatorname{clip}\left(1, x, 2\right)",
+    "1 / (k * abs(x) + 1) ** 2": r"\frac{1}{\left(k \cdot \left|x\right| + 1\right)^{2}}",
+    "1e-3 * x": r"0.001 \cdot x",
+}
+
+
+def test_latex_is_written_for_every_table_expression():
+    assert set(LATEX) == set(TABLE_IDS)
+
+
+@pytest.mark.parametrize("text", TABLE_IDS)
+def test_latex_renders_every_table_expression(text):
+    assert expr.to_latex(expr.parse(text, ["k"])) == LATEX[text]

@@ -304,14 +304,37 @@ def test_preset_benchmark_times_every_preset_interleaved_and_reports_medians(mon
         bench.preset_seconds(repeats=0)
 
 
-@pytest.mark.parametrize("lr", [2.0, 10.0, 1.3055355597036459])  # the last lands w on exactly 0 (theta undefined)
-def test_a_diverging_yin_run_stops_at_its_last_finite_state(lr):
-    history = presets.yin2019("identity", steps=400, lr=lr)
+def _stopped_early_at_a_finite_state(history: pd.DataFrame, steps: int) -> None:
     values = history.drop(columns="step").to_numpy()
     assert np.isfinite(values).all() and (history["w_norm"] > 0).all()
     assert history["step"].tolist() == list(range(len(history)))
-    summary = presets.yin2019_summary({"identity": history}, steps=400).iloc[0]
-    assert summary["diverged"] == (len(history) - 1 < 400)
+    assert len(history) - 1 < steps  # it really stopped before the last step
+    summary = presets.yin2019_summary({"identity": history}, steps=steps).iloc[0]
+    assert summary["diverged"] and summary["steps"] == len(history) - 1
+
+
+# Why these diverge, by hand: the loss is quadratic in v with Hessian A = E[s s'], s = sigma(Z w) for i.i.d.
+# Gaussian rows of Z: P(z'w > 0) = 1/2 and, for two rows, 1/4, so A = (I + 11') / 4, whose largest
+# eigenvalue is 5/4, along (1, 1, 1, 1). A gradient step multiplies v's component along it by
+# 1 - 5 lr / 4 (plus a bounded term): -1.5 at lr = 2, -11.5 at lr = 10; beyond lr = 1.6 it grows
+# until v or w leaves the float range (YIN_DIVERGED).
+@pytest.mark.parametrize(("lr", "growth"), [(2.0, -1.5), (10.0, -11.5)])
+def test_a_yin_run_above_lr_1_6_diverges_with_v_growing_by_1_minus_5_lr_over_4(lr, growth):
+    history = presets.yin2019("identity", steps=400, lr=lr)
+    _stopped_early_at_a_finite_state(history, 400)
+    along_ones = history[[f"v_{i}" for i in range(1, 5)]].sum(axis=1).to_numpy()[-10:]
+    np.testing.assert_allclose(along_ones[1:] / along_ones[:-1], growth, rtol=1e-9)
+    assert np.abs(along_ones[-1]) > 1e40
+
+
+def test_a_yin_run_whose_w_lands_on_exactly_zero_stops_there():
+    lr = 1.3055355597036459  # below 1.6 (v does not diverge), found so that the second step lands w on 0
+    history = presets.yin2019("identity", steps=400, lr=lr)
+    _stopped_early_at_a_finite_state(history, 400)
+    last = history.iloc[-1]
+    # the step from the last row, w -= lr * g, has the length of w itself (and w != 0): it lands on 0,
+    # where theta is undefined
+    assert last["w_norm"] == pytest.approx(lr * last["grad_w_norm"], rel=1e-12)
 
 
 def test_yin_at_the_papers_rate_does_not_diverge():

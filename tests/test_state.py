@@ -32,6 +32,61 @@ def test_round_trip_every_op(key):
     )
 
 
+# Values whose short forms (:g, .10g) are not the value: 1/3 loses digits at any fixed precision,
+# -2.123456789 at six significant digits, 1e-7 is where fixed-point formats give 0.
+LONG_VALUES = (1 / 3, -2.123456789, 1e-7)
+
+
+def _long_value_in(low: float, high: float, which: int) -> float:
+    """A value in [low, high] that needs every digit: low + (high - low) * 1/3 (or * 1e-7)."""
+    fraction = (1 / 3, 1e-7, 2 / 3)[which % 3]
+    return low + (high - low) * fraction
+
+
+@pytest.mark.parametrize("key", ops.names())
+def test_every_float_of_every_op_round_trips_exactly(key):
+    spec = ops.get(key)
+    params = {
+        p.name: float(round((p.low + p.high) / 2)) if p.integer else _long_value_in(p.low, p.high, i)
+        for i, p in enumerate(spec.params)
+    }
+    if key == "leaky_clip":
+        params.update(lo=-1 / 3, hi=2.123456789)
+    state = url_state.default_state().with_op(key)
+    state = replace(state, params=params, lo=-2.123456789, hi=1 / 3, upstream=1e-7)
+    first_float = next((p for p in spec.params if not p.integer), None)
+    if first_float is not None:
+        compare = tuple(_long_value_in(first_float.low, first_float.high, i) for i in range(3))
+        state = replace(state, compare_param=first_float.name, compare_values=compare)
+    restored, notices = url_state.from_query(url_state.to_query(state))
+    assert notices == []
+    assert dict(restored.params) == params  # exact: no approx anywhere
+    assert (restored.lo, restored.hi, restored.upstream) == (-2.123456789, 1 / 3, 1e-7)
+    assert restored.compare_values == state.compare_values
+
+
+def test_the_link_in_the_issue_reproduces_its_exact_values():
+    query = {"op": "atan", "p.alpha": "1.23456789", "lo": "-2.123456789", "hi": "2.987654321"}
+    state, notices = url_state.from_query(query)
+    assert notices == []
+    written = url_state.to_query(state)
+    assert (written["p.alpha"], written["lo"], written["hi"]) == ("1.23456789", "-2.123456789", "2.987654321")
+
+
+@pytest.mark.parametrize("value", [*LONG_VALUES, 1e22, -0.0, 25.0, 0.1 + 0.2, 5e-324, 1.7976931348623157e308])
+def test_url_number_is_the_shortest_text_that_parses_back_exactly(value):
+    text = url_state.url_number(value)
+    assert float(text) == value and "+" not in text and " " not in text
+    assert len(text) <= len(repr(value))  # never longer than Python's own shortest round trip
+
+
+def test_editor_parameters_round_trip_exactly():
+    params = tuple((name, v, v - 1e-7, v + 2.123456789) for name, v in zip("kab", LONG_VALUES, strict=True))
+    source = url_state.EditorSource(params=params, gradient="k + a + b")
+    back, notices = url_state.editor_from_query(url_state.editor_to_query(source))
+    assert notices == [] and back.params == params
+
+
 def test_compare_round_trip():
     state = replace(url_state.default_state(), compare="ops", compare_ops=("atan", "sigmoid"))
     restored, notices = url_state.from_query(url_state.to_query(state))

@@ -1,10 +1,8 @@
 """The live-training figures are built as plain specs (no plotly validation on the server thread):
-each spec must still be a valid plotly figure, with what the validated construction would give."""
+each spec must still be a valid plotly figure (``go.Figure(spec)`` validates it), drawing what is
+listed here by hand from the histories: lines, values, panels, styles."""
 
 from __future__ import annotations
-
-import math
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -12,125 +10,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from explorer.train.figures import (
-    MAX_PANELS_PER_ROW,
-    SNAPSHOT_COLOURS,
-    TEMPLATE,
-    layer_norm_figure_spec,
-    loss_figure_spec,
-    run_colour,
-    snapshot_epochs,
-)
-
-
-# -- the validated constructions these specs replaced (explorer/train_figures.py before issue 15's
-# second round), kept here verbatim as the reference: a spec must give the same figure ------------------
-def reference_loss_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, log_y: bool = False, metric: str = "loss") -> go.Figure:
-    """One line per run: ``metric`` against epoch."""
-    if len(histories) != len(labels):
-        raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
-    fig = go.Figure()
-    for index, (history, label) in enumerate(zip(histories, labels, strict=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=history["epoch"].to_numpy() if len(history) else [],
-                y=history[metric].to_numpy() if len(history) else [],
-                mode="lines",
-                name=label,
-                line={"color": run_colour(index), "width": 2},
-                hovertemplate=f"{label}<br>epoch %{{x}}<br>{metric} %{{y:.4g}}<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        template=TEMPLATE,
-        height=360,
-        margin={"l": 60, "r": 20, "t": 30, "b": 50},
-        xaxis_title="epoch",
-        yaxis_title=metric + (" (log scale)" if log_y else ""),
-        legend={"orientation": "h", "y": -0.2},
-        uirevision="loss",  # keep zoom while the chart updates live
-    )
-    fig.update_yaxes(type="log" if log_y else "linear")
-    return fig
-
-
-def reference_layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
-    """Gradient flow through depth, one panel per run: the kernel gradient norm of every layer (hidden
-    layers 1..D, then the output layer) against its index, log scale, at epoch 1 (initialisation:
-    history rows describe the weights an epoch starts from) and at evenly spaced epochs up to ``epoch``
-    (default: the latest epoch of any run). One colour per epoch, the same in every panel, so the
-    legend names each once. A run that stopped earlier (diverged) draws only the epochs it reached.
-    A zero norm (no gradient, e.g. the true gradient of a step) cannot sit on a log axis: it is a gap
-    in the line, named in the hover text."""
-    if len(histories) != len(labels):
-        raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
-    latest = max((int(h["epoch"].iloc[-1]) for h in histories if len(h)), default=0)
-    epochs = snapshot_epochs(latest if epoch is None else min(int(epoch), latest))
-    columns_of = [[c for c in h.columns if c.startswith("grad_norm_")] for h in histories]
-    panels = max(1, len(histories))
-    per_row = min(MAX_PANELS_PER_ROW, panels)
-    rows = math.ceil(panels / per_row)
-    titles = [f"<span style='color:{run_colour(i)}'>■</span> {label}" for i, label in enumerate(labels)]
-    fig = make_subplots(
-        rows=rows, cols=per_row, subplot_titles=titles or None, shared_yaxes="all",
-        horizontal_spacing=0.04, vertical_spacing=0.18 if rows > 1 else 0.1,
-    )
-    shown_in_legend: set[int] = set()
-    for index, (history, label, columns) in enumerate(zip(histories, labels, columns_of, strict=True)):
-        if not len(history) or not columns:
-            continue
-        names = [c.removeprefix("grad_norm_") for c in columns]
-        row, col = divmod(index, per_row)
-        reached = history["epoch"].to_numpy()
-        for order, when in enumerate(epochs):
-            if when > reached[-1]:
-                break
-            values = history.loc[history["epoch"] == when, columns]
-            if not len(values):
-                continue
-            norms = values.iloc[0].to_numpy(dtype=float)
-            name = "epoch 1 (initialisation)" if when == 1 else f"epoch {when}"
-            hover = [
-                f"{label}, {name}<br>layer {n}: " + (f"{v:.3g}" if v > 0 else "0 (no gradient)")
-                for n, v in zip(names, norms, strict=True)
-            ]
-            fig.add_trace(
-                go.Scatter(
-                    x=names,
-                    y=np.where(norms > 0, norms, np.nan),
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=order not in shown_in_legend,
-                    line={"color": SNAPSHOT_COLOURS[order % len(SNAPSHOT_COLOURS)], "width": 2.5 if when == 1 else 1.5,
-                          "dash": "solid" if when == 1 else "dot"},
-                    marker={"size": 6},
-                    text=hover,
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=row + 1,
-                col=col + 1,
-            )
-            shown_in_legend.add(order)
-    fig.update_layout(
-        template=TEMPLATE,
-        height=300 * rows + 80,
-        margin={"l": 60, "r": 20, "t": 40, "b": 50},
-        legend={"orientation": "h", "y": -0.12 if rows > 1 else -0.25, "title": {"text": "colour = epoch "}},
-        uirevision="layers",
-    )
-    fig.update_xaxes(type="category", title_text="layer (1 = first hidden)")
-    fig.update_yaxes(type="log", exponentformat="power")
-    fig.update_yaxes(title_text="kernel gradient norm", col=1)
-    return fig
-
-
-
-def _json_without_margins(figure: go.Figure) -> dict:
-    """The figure's JSON minus the margins (changed on purpose, see figures.MARGIN)."""
-    data = figure.to_plotly_json()
-    data["layout"].pop("margin", None)
-    return data
+from explorer.train.figures import layer_norm_figure_spec, loss_figure_spec
 
 
 def _history(epochs: int, seed: int) -> pd.DataFrame:
@@ -176,28 +56,84 @@ def test_layer_spec_places_runs_on_make_subplots_panels_and_titles_the_first_col
     assert all(fig.layout[name].type == "log" for name in fig.layout if name.startswith("yaxis"))
 
 
-@pytest.mark.parametrize("runs", range(1, 7))
-def test_layer_spec_is_the_validated_figure_it_replaced(runs):
-    """1 to 6 runs (one and two rows of panels, empty cells); one run with a repeated epoch row, one with
-    an epoch missing, one that stopped early, one with a zero norm."""
+# Hand-listed references (no copy of the old construction): which epochs a panel draws, at what place,
+# in which style. snapshot_epochs(20) = 1 and 4 evenly spaced epochs = [1, 5, 10, 15, 20]; up to 13:
+# 13 * k / 4 rounded = 3, 6, 10, 13 (6.5 rounds to even).
+SNAPSHOTS = {None: [1, 5, 10, 15, 20], 13: [1, 3, 6, 10, 13]}
+LAYERS = ["1", "2", "output"]
+
+
+def _test_histories(runs: int) -> list[pd.DataFrame]:
+    """Run 0 has a zero norm (layer 2 at epoch 10), run 1 a repeated epoch row (6), run 2 no epoch 10,
+    run 3 stopped after epoch 4."""
     histories = [_history(20, seed) for seed in range(runs)]
-    histories[0].loc[7, "grad_norm_2"] = 0.0
+    histories[0].loc[9, "grad_norm_2"] = 0.0
     if runs > 1:
         histories[1] = pd.concat([histories[1].iloc[:6], histories[1].iloc[5:6], histories[1].iloc[6:]], ignore_index=True)
     if runs > 2:
         histories[2] = histories[2][histories[2]["epoch"] != 10].reset_index(drop=True)
     if runs > 3:
         histories[3] = histories[3].iloc[:4]
+    return histories
+
+
+def _drawn_epochs(run: int, epoch: int | None) -> list[int]:
+    epochs = SNAPSHOTS[epoch]
+    if run == 2:
+        return [e for e in epochs if e != 10]  # no row for epoch 10: no line
+    if run == 3:
+        return [e for e in epochs if e <= 4]  # stopped: only the epochs it reached
+    return epochs
+
+
+@pytest.mark.parametrize("epoch", [None, 13])
+@pytest.mark.parametrize("runs", range(1, 7))
+def test_layer_spec_draws_each_run_s_snapshots_on_its_panel(runs, epoch):
+    """1 to 6 runs (one and two rows of panels, empty cells)."""
+    histories = _test_histories(runs)
     labels = [f"run {k}" for k in range(runs)]
-    for epoch in (None, 13):
-        expected = reference_layer_norm_figure(histories, labels, epoch=epoch)
-        actual = go.Figure(layer_norm_figure_spec(histories, labels, epoch=epoch))
-        assert _json_without_margins(actual) == _json_without_margins(expected)
+    fig = go.Figure(layer_norm_figure_spec(histories, labels, epoch=epoch))  # validates every property
+    per_row = min(3, runs)
+    rows = -(-runs // per_row)
+    grid = make_subplots(rows=rows, cols=per_row, shared_yaxes="all")  # plotly's own axis naming
+    traces = iter(fig.data)
+    colour_of: dict[int, str] = {}
+    for run, history in enumerate(histories):
+        panel = grid.get_subplot(run // per_row + 1, run % per_row + 1)
+        for when in _drawn_epochs(run, epoch):
+            trace = next(traces)
+            name = "epoch 1 (initialisation)" if when == 1 else f"epoch {when}"
+            norms = history.loc[history["epoch"] == when, ["grad_norm_1", "grad_norm_2", "grad_norm_output"]].iloc[0]
+            assert (trace.name, list(trace.x)) == (name, LAYERS)
+            assert (trace.xaxis, trace.yaxis) == (panel.xaxis.plotly_name.replace("axis", ""), panel.yaxis.plotly_name.replace("axis", ""))
+            expected_y = [np.nan if v == 0 else v for v in norms.to_numpy(float)]
+            np.testing.assert_array_equal(np.asarray(trace.y, dtype=float), expected_y)
+            assert list(trace.text) == [
+                f"run {run}, {name}<br>layer {n}: " + (f"{v:.3g}" if v > 0 else "0 (no gradient)") for n, v in zip(LAYERS, norms, strict=True)
+            ]
+            assert trace.showlegend == (when not in colour_of)  # the legend names each epoch once
+            assert (trace.line.dash, trace.line.width) == (("solid", 2.5) if when == 1 else ("dot", 1.5))
+            assert colour_of.setdefault(when, trace.line.color) == trace.line.color  # one colour per epoch
+    assert next(traces, None) is None
+    assert len(set(colour_of.values())) == len(colour_of)
+    if epoch is None:
+        assert "0 (no gradient)" in fig.data[2].text[1] and np.isnan(fig.data[2].y[1])  # run 0, epoch 10, layer 2
+    assert fig.layout.height == 300 * rows + 80
+    assert all(fig.layout[name].type == "log" for name in fig.layout if name.startswith("yaxis"))
+    assert all(fig.layout[name].type == "category" for name in fig.layout if name.startswith("xaxis"))
 
 
 @pytest.mark.parametrize("log_y", [False, True])
-def test_loss_spec_is_the_validated_figure_it_replaced(log_y):
+def test_loss_spec_draws_one_line_per_run_with_its_losses(log_y):
     histories = [_history(12, 0), _history(5, 1), _history(0, 2)]
-    expected = reference_loss_figure(histories, ["a", "b", "empty"], log_y=log_y)
-    actual = go.Figure(loss_figure_spec(histories, ["a", "b", "empty"], log_y=log_y))
-    assert _json_without_margins(actual) == _json_without_margins(expected)
+    fig = go.Figure(loss_figure_spec(histories, ["a", "b", "empty"], log_y=log_y))  # validates every property
+    assert [(t.name, t.mode) for t in fig.data] == [("a", "lines"), ("b", "lines"), ("empty", "lines")]
+    for trace, history in zip(fig.data[:2], histories, strict=False):
+        np.testing.assert_array_equal(np.asarray(trace.x), np.arange(1, len(history) + 1))
+        np.testing.assert_array_equal(np.asarray(trace.y), history["loss"].to_numpy())
+        assert trace.hovertemplate == f"{trace.name}<br>epoch %{{x}}<br>loss %{{y:.4g}}<extra></extra>"
+    assert len(fig.data[2].x) == len(fig.data[2].y) == 0  # a run with no epoch yet: an empty line
+    assert len({t.line.color for t in fig.data}) == 3
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("epoch", "loss (log scale)" if log_y else "loss")
+    assert fig.layout.yaxis.type == ("log" if log_y else "linear")
+    assert (fig.layout.height, fig.layout.uirevision, fig.layout.legend.orientation) == (360, "loss", "h")

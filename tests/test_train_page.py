@@ -214,3 +214,27 @@ def test_live_charts_are_reused_only_for_the_same_inputs_within_their_age():
     assert not app.exception
     assert app.session_state["outcome"] == (True, False, False, 3)
 
+
+
+def test_stop_halts_training_where_it_is_and_offers_start_again():
+    from explorer.train import trainer as train
+
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.epochs").set_value(train.MAX_EPOCHS).run()
+
+    def button(label: str):
+        return next(b for b in app.button if b.label == label)
+
+    button("Start").click().run()
+    for _ in range(40):  # ticks (AppTest does not tick on its own) until training has begun
+        if app.session_state["train.session"] is not None and app.session_state["train.session"].epoch > 0:
+            break
+        app.run()
+    assert app.session_state["train.running"] and button("Stop").disabled is False
+    button("Stop").click().run()
+    stopped_at = app.session_state["train.session"].epoch
+    assert not app.exception and not app.session_state["train.running"]
+    assert 0 < stopped_at < train.MAX_EPOCHS  # stopped part way
+    app.run().run()  # later runs of the page train no further
+    assert app.session_state["train.session"].epoch == stopped_at
+    assert button("Stop").disabled and not button("Start").disabled

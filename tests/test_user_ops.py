@@ -111,23 +111,42 @@ def test_numerical_derivative_spikes_to_one_over_two_steps_at_a_jump():
 def test_metrics_and_figures_take_a_user_sweep(square_sweep):
     from explorer.explore.figures import main_figure
 
-    table = explorer.metrics(square_sweep)
-    assert len(table) > 0
+    # By hand, for the custom gradient g(x) = x on [-3, 3] (101 points, step 0.06) against 2x:
+    # largest |g| first at x = -3; g <= -1.5 on [-3, -1.5] (length 1.5); the integral of x over a
+    # symmetric range is 0, as is x^2's change 9 - 9, so nothing to be normalised to; g = 0 only at
+    # the single point x = 0 (no zero stretch); |x - 2x| is largest, 3, at x = +-3.
+    [row] = explorer.metrics(square_sweep).to_dict("records")
+    assert row["op"] == "square_with_scaled_grad"
+    assert (row["peak"], row["peak_x"]) == (-3.0, -3.0)
+    assert row["fwhm"] == pytest.approx(1.5, abs=1e-12)
+    assert row["area"] == pytest.approx(0.0, abs=1e-12)
+    assert (row["forward_change"], row["jump"], row["normalised"], row["dead_fraction"]) == (0.0, 0.0, False, 0.0)
+    assert row["max_abs_diff"] == pytest.approx(3.0, rel=1e-8)
     figure = main_figure(square_sweep)
-    assert len(figure.data) >= 3
-    assert {trace.name for trace in figure.data} >= {"forward", "custom gradient"}
+    traces = {trace.name: trace for trace in figure.data}
+    x = np.linspace(-3.0, 3.0, 101)
+    np.testing.assert_allclose(np.asarray(traces["forward"].x, dtype=float), x, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(traces["forward"].y, dtype=float), x**2, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(traces["custom gradient"].y, dtype=float), x, atol=1e-12)
 
 
 def test_the_trainer_builds_a_model_with_a_user_op(square_spec):
     from explorer.train import trainer as train
 
-    for mode in ("custom", "true"):
+    # y = W2^T op(h) + b2 with h = W1^T x + b1, so dy/dx = W1 (W2 * op'(h)), where op'(h) is the
+    # square's custom gradient h in custom mode and its true gradient 2h in true mode.
+    x = np.array([[0.5, -1.0]], dtype=np.float32)
+    for mode, slope in (("custom", 1.0), ("true", 2.0)):
         model = train.build_model(2, train.Run(square_spec, gradient=mode))
-        x = tf.constant([[0.5, -1.0]])
+        inputs = tf.constant(x)
         with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = model(x)
-        assert np.isfinite(tape.gradient(y, x).numpy()).all()
+            tape.watch(inputs)
+            y = model(inputs)
+        w1, b1 = (w.numpy().astype(np.float64) for w in model.get_layer("dense_1").weights)
+        w2 = model.get_layer(train.OUTPUT_LAYER).weights[0].numpy().astype(np.float64)[:, 0]
+        h = x.astype(np.float64) @ w1 + b1
+        expected = w1 @ (w2 * slope * h[0])
+        np.testing.assert_allclose(tape.gradient(y, inputs).numpy()[0], expected, rtol=1e-5, atol=1e-7)
 
 
 def test_keyword_parameter_becomes_an_op_parameter_with_the_default_range():

@@ -9,7 +9,7 @@ import contextlib
 import io
 import json
 import textwrap
-import time
+import threading
 from pathlib import Path
 
 import keras
@@ -197,32 +197,41 @@ def test_a_forward_overflow_of_an_unrepresentable_value_is_only_noted():
 
 
 def test_a_hung_check_fails_within_the_time_limit():
+    release = threading.Event()
+
     @tf.custom_gradient
-    def slow_backward(x):
+    def hung_backward(x):
         def grad(dy):
-            time.sleep(3.0)
+            release.wait(60)  # hangs until the test has its result
             return dy
 
         return x, grad
 
-    start = time.perf_counter()
-    result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(slow_backward), {}), 0.3)
-    assert time.perf_counter() - start < 2.0
+    # No stopwatch: the backward hangs until released after the result, so a check that waited for it
+    # would only come back after 60 s, and with a pass, not a TimeoutError.
+    try:
+        result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(hung_backward), {}), 0.3)
+    finally:
+        release.set()
     assert result.level == "fail" and "TimeoutError" in result.message and "0.3 s" in result.message
 
 
 def test_after_a_timeout_the_remaining_checks_are_not_run():
     ran = []
+    release = threading.Event()
 
     def slow() -> checks.Check:
-        time.sleep(2.0)
+        release.wait(60)  # hangs until the plan has come back, however slow the machine
         return checks.Check("finite", True, "ok")
 
     def later() -> checks.Check:
         ran.append("later")
         return checks.Check("graph", True, "ok")
 
-    results = usercheck._run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
+    try:
+        results = usercheck._run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
+    finally:
+        release.set()
     assert [r.level for r in results] == ["fail", "warn", "warn"] and not ran
     assert all("finite check timed out" in r.message for r in results[1:])
 

@@ -38,14 +38,33 @@ def _missing_browser_reason() -> str | None:
     return None
 
 
+BROWSER_SKIP = "no real browser: "  # starts the reason of every skip for a missing browser
+
+
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     reason = _missing_browser_reason()
     if reason:
         if IN_CI:
             pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
+        pytest.skip(BROWSER_SKIP + reason)
     return harness.CHROMIUM
+
+
+def pytest_unconfigure(config):
+    """A run that skipped the browser tests says so in red as its very last lines, below the final
+    count, not only in the short summary (-ra) above it: a clone without Chromium must not take
+    the skip for a pass."""
+    terminalreporter = config.pluginmanager.get_plugin("terminalreporter")
+    if terminalreporter is None:
+        return
+    skipped = [report for report in terminalreporter.stats.get("skipped", []) if BROWSER_SKIP in str(report.longrepr)]
+    if not skipped:
+        return
+    reason = str(skipped[0].longrepr[-1] if isinstance(skipped[0].longrepr, tuple) else skipped[0].longrepr)
+    terminalreporter.write_sep("!", f"{len(skipped)} BROWSER TESTS DID NOT RUN", red=True, bold=True)
+    terminalreporter.write_line(reason.removeprefix("Skipped: ").removeprefix(BROWSER_SKIP), red=True)
+    terminalreporter.write_line("This run passed without them. With CI=true a missing browser fails the run instead.", red=True)
 
 
 @pytest.fixture(scope="session")

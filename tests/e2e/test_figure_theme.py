@@ -28,6 +28,8 @@ PIXEL_LEVELS = 24  # of 255: a plotly_white grid line on white differs by 25
 CHANGED_PIXELS_LIMIT = 0.0015  # of the pixels: 0.07 % seen (layers), a grid line ~0.2 %
 
 PAGE = f"""\
+import json
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -56,12 +58,17 @@ specs = {{
     "loss": train_figures.loss_figure_spec(histories, ["custom", "true"], log_y=True),
     "layers": train_figures.layer_norm_figure_spec(histories, ["custom", "true"]),
 }}
+revisions = {{}}
 for name in {list(FIGURES)!r}:
     left, right = st.columns(2)
     with left:
         st.plotly_chart(figures.as_figure(specs[name]), key=f"streamlit_{{name}}")  # theme="streamlit"
     with right:
-        show_figure(ReadyFigure(specs[name]), key=f"ready_{{name}}")
+        ready = ReadyFigure(specs[name])
+        revisions[f"ready_{{name}}"] = ready.to_dict()["layout"].get("datarevision")
+        show_figure(ready, key=f"ready_{{name}}")
+with st.container(key="revisions"):
+    st.text(json.dumps(revisions))  # the data revision the server sent for each ReadyFigure
 """
 
 # plotly.js's resolved figure of the chart with Streamlit key ``key``: every public attribute of _fullLayout and
@@ -99,6 +106,30 @@ RESOLVED_JS = """(key) => {
 }"""
 
 
+# Counts, on every chart's div, the times plotly.js is handed a layout (Plotly.react assigns gd.layout
+# once per call): Streamlit calls it twice per new chart, the second time ~10 ms to seconds (on a busy
+# machine) after the first, with a JSON copy of the figure, themed again and at its measured width.
+COUNT_PLOTLY_CALLS_JS = """
+Object.defineProperty(HTMLDivElement.prototype, 'layout', {
+  configurable: true,
+  get() { return this.__layout; },
+  set(value) { this.__layout = value; this.__plotlyCalls = (this.__plotlyCalls || 0) + 1; },
+});
+"""
+STREAMLIT_PLOTLY_CALLS = 2
+
+# True once every chart (by Streamlit key) is drawn as the server sent it: Streamlit's second plotly call
+# made, plotly.js resolved it (_fullLayout) at the width Streamlit set, and a ReadyFigure with the data
+# revision the server gave it (null: none, when an axis has no range hint).
+DRAWN_AS_SENT_JS = f"""([keys, revisions]) => keys.every((key) => {{
+  const gd = document.querySelector('.st-key-' + key + ' .js-plotly-plot');
+  if (!gd || (gd.__plotlyCalls || 0) < {STREAMLIT_PLOTLY_CALLS}) return false;
+  if (!gd._fullLayout || !gd.layout || gd.layout.width === undefined) return false;
+  if (gd._fullLayout.width !== gd.layout.width || gd._fullLayout.height !== gd.layout.height) return false;
+  return !(key in revisions) || (gd._fullLayout.datarevision ?? null) === revisions[key];
+}})"""
+
+
 @pytest.fixture(scope="module")
 def theme_page(tmp_path_factory):
     script = tmp_path_factory.mktemp("theme") / "figure_theme_page.py"
@@ -112,20 +143,22 @@ def theme_page(tmp_path_factory):
 def drawn(browser, theme_page):
     """The page loaded once: every chart drawn and the page settled."""
     context = browser.new_context(viewport={"width": 2400, "height": 1200})
+    context.add_init_script(COUNT_PLOTLY_CALLS_JS)
     page = context.new_page()
     page.goto(theme_page.url)
     page.wait_for_function(harness.SETTLED_JS, timeout=90_000)
     keys = [f"{way}_{name}" for name in FIGURES for way in ("streamlit", "ready")]
-    for key in keys:
-        page.wait_for_function(harness.FIGURE_JS, arg=key, timeout=60_000)
-    # Streamlit's second plotly call (width, theme) comes after the first draw: wait until nothing changes
-    previous = None
-    for _ in range(60):
-        current = [page.evaluate(RESOLVED_JS, key) for key in keys]
-        if current == previous:
-            break
-        previous = current
-        page.wait_for_timeout(250)
+    revisions = json.loads(page.locator(".st-key-revisions").inner_text())
+    assert set(revisions) == {key for key in keys if key.startswith("ready_")}
+    # Streamlit's second plotly call (a copy of the figure, which may predate the first draw's ranges) comes
+    # after the first draw: wait for it on every chart, then read twice, two animation frames apart; the
+    # reads must agree, or the test fails.
+    page.wait_for_function(DRAWN_AS_SENT_JS, arg=[keys, revisions], timeout=60_000)
+    first = [page.evaluate(RESOLVED_JS, key) for key in keys]
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.wait_for_function(DRAWN_AS_SENT_JS, arg=[keys, revisions], timeout=60_000)
+    second = [page.evaluate(RESOLVED_JS, key) for key in keys]
+    assert first == second, "a chart was still being redrawn after every chart was drawn as sent"
     yield page
     context.close()
 
