@@ -519,3 +519,19 @@ def test_a_timeout_error_raised_by_the_users_code_is_not_a_time_limit():
     result = usercheck.run_limited("finite", raises_timeout, time_limit=30)
     assert result.level == "fail" and "the check raised TimeoutError" in result.message
     assert "socket timed out" in result.message and "did not finish" not in result.message
+
+
+def test_a_gradient_that_is_nan_everywhere_is_not_called_equal_to_the_true_one():
+    """Nothing finite to compare is not agreement: vs_autodiff used to pass "on all 0 finite points"."""
+
+    @tf.custom_gradient
+    def nan_backward(x):
+        def grad(dy):
+            return dy * tf.constant(float("nan"), dy.dtype)
+
+        return 2.0 * x, grad
+
+    result = usercheck.check_vs_autodiff(ops.from_function(nan_backward), {})
+    assert result.level == "warn"
+    assert "the custom gradient is not finite anywhere on [-3, 3]" in result.message
+    assert usercheck.check_finite(ops.from_function(nan_backward), {}).level == "fail"

@@ -439,6 +439,9 @@ def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any
     both = np.isfinite(true) & np.isfinite(custom)
     differs = both & ~np.isclose(custom, true, **COMPARE_TOLERANCE)
     outside = np.isnan(df["forward"].to_numpy(dtype=np.float64))
+    if not both.any():  # nothing to compare is not agreement
+        which = "the custom gradient" if not np.isfinite(custom).any() else truth
+        return _result("vs_autodiff", "warn", f"not meaningful: {which} is not finite anywhere on [{lo:g}, {hi:g}] (see finite)")
     true_bad = ~np.isfinite(true) & np.isfinite(custom) & ~outside
     parts = []
     if outside.any():
