@@ -37,9 +37,22 @@ CAUSES = {
 }
 
 
+_BEFORE_THE_TEST: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _others_started_before():
+    """Workers that other tests of this process started and keep warm (the guardrail's, verify's) are not this
+    test's: children are counted against what ran when the test began."""
+    _BEFORE_THE_TEST.clear()
+    _BEFORE_THE_TEST.update(child.pid for child in psutil.Process().children(recursive=True))
+    yield
+
+
 def _children() -> set[int]:
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
+    running = {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
+    return running - _BEFORE_THE_TEST
 
 
 @pytest.fixture(scope="module")
