@@ -58,11 +58,12 @@ class Layout:
     positive: bool  # the forward needs inputs in [0.1, 2] (NaN somewhere in [-2, 2])
     dtype: str  # the widest dtype forward and backward run in
     failure: str | None = None  # no input assignment works: why
+    reads_variables: bool = False  # the forward reads a tf.Variable (its backward takes variables=)
 
     @property
     def simple(self) -> bool:
-        """One input, one output, elementwise: swept as it is, no view op needed."""
-        return len(self.inputs) == 1 and self.outputs == 1 and self.elementwise
+        """One input, one output, elementwise, no variable read: swept as it is, no view op needed."""
+        return len(self.inputs) == 1 and self.outputs == 1 and self.elementwise and not self.reads_variables
 
     def describe(self) -> str:
         """A sentence for the page: what was detected."""
@@ -112,6 +113,12 @@ def _backward(backward, upstreams: Sequence[tf.Tensor]) -> list[Any]:
     if takes_variables and isinstance(result, (list, tuple)) and len(result) == 2:
         result = result[0]
     return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def _with_variables(grads: tuple, variables: Any) -> Any:
+    """A view's gradients, plus ``None`` per variable when TensorFlow passed the variables the forward read
+    (it then requires ``variables=`` and one gradient each; the views show input gradients only)."""
+    return grads if variables is None else (grads, [None] * len(variables))
 
 
 def _gradient_index(user, name: str) -> int | None:
@@ -185,12 +192,15 @@ def find_layout(spec: ops.OpSpec) -> Layout:
         return Layout(user.inputs, (), 0, False, False, "float32", f"{spec.key}: {message}")
     first = found.working[0]
     elementwise, count = _elementwise(user, params)
+    reads = False
     try:
-        outputs = general.as_list(user.call_all(general.tensors(first.values(0), first.dtype), params))
+        with tf.GradientTape() as tape:
+            outputs = general.as_list(user.forward_all(general.tensors(first.values(0), first.dtype), params))
         count = len(outputs)
+        reads = bool([v for v in tape.watched_variables() if v.trainable])
     except Exception:  # noqa: BLE001 - ran in find_inputs; keep what _elementwise saw
         pass
-    return Layout(user.inputs, first.shapes, min(count, MAX_OUTPUTS), elementwise, first.positive, first.dtype)
+    return Layout(user.inputs, first.shapes, min(count, MAX_OUTPUTS), elementwise, first.positive, first.dtype, None, reads)
 
 
 # -- the line -------------------------------------------------------------------------------------------------
@@ -254,9 +264,9 @@ def view_spec(
     names = tuple(p.name for p in params)
     output_name = "" if layout.outputs <= 1 else (" (sum of the outputs)" if view.output == SUM_OF_OUTPUTS else f" (output {view.output})")
     if view.kind == CURVE:
-        forward_fn, custom_fn = _curve_functions(spec, user, view, sliders, names)
+        forward_fn, custom_fn = _curve_functions(spec, user, layout, view, names)
         title = f"{spec.title}{output_name} vs {view.swept}" + (f", gradient w.r.t. {view.wrt}" if view.wrt != view.swept else "")
-        true_gradient = "numerical"
+        true_gradient = "numerical"  # a central difference of the forward in every input held fixed
     else:
         forward_fn, custom_fn, true_gradient = _line_functions(spec, user, layout, view, sliders, names)
         title = f"{spec.title}{output_name} along {view.swept}(t) = {view.swept}₀ + t·u: s(t) = ⟨w, f⟩"
@@ -278,7 +288,7 @@ def view_spec(
     )
 
 
-def _curve_functions(spec, user, view: View, sliders: tuple[str, ...], names: tuple[str, ...]):
+def _curve_functions(spec, user, layout: Layout, view: View, names: tuple[str, ...]):
     own = spec.param_names
     wrt_index = _gradient_index(user, view.wrt)
 
@@ -297,21 +307,23 @@ def _curve_functions(spec, user, view: View, sliders: tuple[str, ...], names: tu
         values = dict(zip(names, param_values, strict=True))
         y = forward_values(x, values)
 
-        def grad(dy):
-            x64 = tf.cast(x, tf.float64)
-            values64 = {k: tf.cast(v, tf.float64) for k, v in values.items()}
+        def grad(dy, variables=None):  # variables: a forward that reads one (its gradient is not shown: None)
+            wide = tf.float64 if layout.dtype == "float64" else tf.float32  # float32: a variable of that dtype
+            x64 = tf.cast(x, wide)
+            values64 = {k: tf.cast(v, wide) for k, v in values.items()}
             inputs = inputs_at(x64, values64)
             index = user.inputs.index(view.wrt)
             at = inputs[index]
-            step = NUMERICAL_STEP * tf.maximum(tf.constant(1.0, tf.float64), tf.abs(at))
+            relative = NUMERICAL_STEP if wide == tf.float64 else 1e-3
+            step = relative * tf.maximum(tf.constant(1.0, wide), tf.abs(at))
             moved = []
             for sign in (1.0, -1.0):
                 shifted = list(inputs)
                 shifted[index] = at + sign * step
-                outputs, _ = _call_inner(user, shifted, own_values(values64, tf.float64))
-                moved.append(tf.cast(_chosen(outputs, view.output), tf.float64))
+                outputs, _ = _call_inner(user, shifted, own_values(values64, wide))
+                moved.append(tf.cast(_chosen(outputs, view.output), wide))
             derivative = (moved[0] - moved[1]) / (2 * step)
-            return (tf.cast(tf.cast(dy, tf.float64) * derivative, dy.dtype), *([None] * len(param_values)))
+            return _with_variables((tf.cast(tf.cast(dy, wide) * derivative, dy.dtype), *([None] * len(param_values))), variables)
 
         return y, grad
 
@@ -321,12 +333,12 @@ def _curve_functions(spec, user, view: View, sliders: tuple[str, ...], names: tu
         outputs, backward = _call_inner(user, inputs_at(x, values), own_values(values, x.dtype))
         y = tf.cast(_chosen(outputs, view.output), x.dtype)
 
-        def grad(dy):
+        def grad(dy, variables=None):
             upstreams = [w * tf.cast(dy, w.dtype) for w in _weights(outputs, view.output)]
             grads = _backward(backward, upstreams)
             found = grads[wrt_index] if wrt_index is not None and wrt_index < len(grads) else None
             found = tf.zeros_like(x) if found is None else tf.cast(tf.broadcast_to(found, tf.shape(x)), x.dtype)
-            return (found, *([None] * len(param_values)))
+            return _with_variables((found, *([None] * len(param_values))), variables)
 
         return y, grad
 
@@ -388,13 +400,13 @@ def _line_functions(spec, user, layout: Layout, view: View, sliders: tuple[str, 
             values = dict(zip(names, param_values, strict=True))
             s = s_only(t, values, t.dtype)
 
-            def grad(dy):
+            def grad(dy, variables=None):
                 wide = "float64" if layout.dtype == "float64" else "float32"
                 t64 = tf.cast(t, wide)
                 step = (NUMERICAL_STEP if wide == "float64" else 1e-3) * tf.maximum(tf.constant(1.0, wide), tf.abs(t64))
                 rise = s_only(t64 + step, values, wide) - s_only(t64 - step, values, wide)
                 derivative = rise / (2 * step)
-                return (tf.cast(tf.cast(dy, wide) * derivative, dy.dtype), *([None] * len(param_values)))
+                return _with_variables((tf.cast(tf.cast(dy, wide) * derivative, dy.dtype), *([None] * len(param_values))), variables)
 
             return s, grad
 
@@ -405,8 +417,8 @@ def _line_functions(spec, user, layout: Layout, view: View, sliders: tuple[str, 
         values = dict(zip(names, param_values, strict=True))
         s, c = mapped(t, values, t.dtype)
 
-        def grad(dy):
-            return (dy * c, *([None] * len(param_values)))
+        def grad(dy, variables=None):
+            return _with_variables((dy * c, *([None] * len(param_values))), variables)
 
         return s, grad
 
