@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -234,6 +234,12 @@ def input_param(name: str, declared: Sequence[float] | None = None) -> ops.Param
     return ops.Param(name, default, low, high, "an input of your function, held at this value")
 
 
+def held_name(name: str) -> str:
+    """The view op's parameter for input ``name`` held at a slider value: the name itself, except ``x``
+    (``OpSpec.forward(x, **params)`` takes x), which is ``x_held``."""
+    return "x_held" if name == "x" else name
+
+
 def default_view(layout: Layout) -> View:
     swept = layout.inputs[0]
     return View(CURVE if layout.elementwise else LINE, swept, swept, 0 if layout.outputs >= 1 else SUM_OF_OUTPUTS)
@@ -260,7 +266,7 @@ def view_spec(
     user = spec.user_function
     ranges = dict(input_ranges or {})
     sliders = slider_inputs(layout, view)
-    params = (*spec.params, *(input_param(name, ranges.get(name)) for name in sliders))
+    params = (*spec.params, *(replace(input_param(name, ranges.get(name)), name=held_name(name)) for name in sliders))
     names = tuple(p.name for p in params)
     output_name = "" if layout.outputs <= 1 else (" (sum of the outputs)" if view.output == SUM_OF_OUTPUTS else f" (output {view.output})")
     if view.kind == CURVE:
@@ -293,7 +299,9 @@ def _curve_functions(spec, user, layout: Layout, view: View, names: tuple[str, .
     wrt_index = _gradient_index(user, view.wrt)
 
     def inputs_at(x: tf.Tensor, values: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:
-        return [x if name == view.swept else tf.fill(tf.shape(x), tf.cast(values[name], x.dtype)) for name in user.inputs]
+        return [
+            x if name == view.swept else tf.fill(tf.shape(x), tf.cast(values[held_name(name)], x.dtype)) for name in user.inputs
+        ]
 
     def own_values(values: Mapping[str, tf.Tensor], dtype) -> dict[str, tf.Tensor]:
         return {name: tf.cast(values[name], dtype) for name in own}
@@ -361,7 +369,7 @@ def _line_functions(spec, user, layout: Layout, view: View, sliders: tuple[str, 
             elif name in fixed:
                 inputs.append(tf.constant(fixed[name], dtype))
             else:
-                inputs.append(tf.cast(values[name], dtype))
+                inputs.append(tf.cast(values[held_name(name)], dtype))
         return inputs
 
     def own_values(values, dtype):

@@ -393,7 +393,9 @@ def _input_key(op: str, name: str) -> str:
 
 
 def _signature_key(state: url_state.ExploreState, view) -> tuple:
-    values = {**state.resolved_params(), **_input_values(state)}
+    from explorer.explore.signature_views import held_name
+
+    values = {**state.resolved_params(), **{held_name(k): v for k, v in _input_values(state).items()}}
     spec = loaded.view_spec(state.op, view)
     params = tuple(sorted(spec.resolve({k: v for k, v in values.items() if k in spec.param_names}).items()))
     return (state.op, view, params, state.lo, state.hi, state.n, state.dtype, state.upstream)
