@@ -764,3 +764,25 @@ def view_sweep_and_points(
     if graph is not None:
         _GRAPH_FAILURES[op] = graph
     return ViewSweep(spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame, view), points
+
+
+def untrainable(key: str) -> str | None:
+    """Why the trainer cannot put loaded op ``key`` in its model (it applies one elementwise op of one tensor
+    input to a Dense layer's output), or None. Several inputs are read from the signature; outputs, reductions
+    and variables from :func:`layout` (a worker call, once per op)."""
+    item = current().ops.get(key)
+    if item is None:
+        return None
+    inputs = item.spec.user_function.inputs
+    if len(inputs) > 1:
+        return f"takes {len(inputs)} tensor inputs ({', '.join(inputs)}); the model feeds one"
+    found = layout(key)
+    if found.failure is not None:
+        return found.failure
+    if found.outputs > 1:
+        return f"has {found.outputs} outputs; the model needs one"
+    if not found.elementwise:
+        return "is not elementwise (a reduction or another shape); the model applies the op element by element"
+    if found.reads_variables:
+        return "reads a tf.Variable; the model trains its own weights only"
+    return None
