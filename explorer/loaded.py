@@ -637,10 +637,21 @@ _VIEW_SPECS: OrderedDict[tuple, ops.OpSpec] = OrderedDict()
 MAX_VIEW_SPECS = 16  # view ops kept per process (each holds its compiled sweep functions)
 
 
-def _layout_here(key: str):
+def find_layout(spec: ops.OpSpec):
+    """:func:`explorer.explore.signature_views.find_layout` with the checker's input assignments
+    (:func:`explorer.checker.general.find_inputs`). Calls the user's code: in the worker (or a test)."""
+    from explorer.checker import general
     from explorer.explore import signature_views
 
-    return signature_views.find_layout(get(key))
+    user = spec.user_function
+    params = spec.defaults()
+    found = general.find_inputs(user, lambda inputs: user.call_all(inputs, params))
+    failure = None if found.working else general.no_inputs_message(user, found)[1]
+    return signature_views.find_layout(spec, found, failure)
+
+
+def _layout_here(key: str):
+    return find_layout(get(key))
 
 
 def layout(key: str):

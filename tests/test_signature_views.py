@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ops
+from explorer import loaded
 from explorer.explore import signature_views as sv
 from explorer.explore import sweeps
 from explorer.explore.points import special_points
@@ -31,14 +32,14 @@ def _sweep(spec, layout, view, n=201, params=None, dtype="float64"):
 
 
 def test_layouts_of_the_examples(safe_norm):
-    assert sv.find_layout(_example("gradient_reversal", "grad_reverse")).elementwise
-    norm = sv.find_layout(safe_norm)
+    assert loaded.find_layout(_example("gradient_reversal", "grad_reverse")).elementwise
+    norm = loaded.find_layout(safe_norm)
     assert not norm.elementwise and norm.shapes == ((4, 3),) and norm.outputs == 1 and not norm.simple
-    product = sv.find_layout(_example("matmul", "matmul"))
+    product = loaded.find_layout(_example("matmul", "matmul"))
     assert not product.elementwise and product.shapes == ((2, 3), (3, 4))
-    both = sv.find_layout(_example("sin_cos", "sin_cos"))
+    both = loaded.find_layout(_example("sin_cos", "sin_cos"))
     assert both.elementwise and both.outputs == 2 and not both.simple
-    assert sv.find_layout(_example("square", "square_with_scaled_grad")).simple
+    assert loaded.find_layout(_example("square", "square_with_scaled_grad")).simple
 
 
 def test_safe_norm_on_a_line_through_the_origin(safe_norm):
@@ -64,7 +65,7 @@ def test_safe_norm_on_a_line_through_the_origin(safe_norm):
 
 def test_safe_norm_of_rows_on_a_seeded_line(safe_norm):
     """(4, 3) rows: s(t) = Σ_rows ‖x0_r + t u_r‖ and its derivative Σ_rows ⟨x_r, u_r⟩ / ‖x_r‖, in NumPy."""
-    layout = sv.find_layout(safe_norm)
+    layout = loaded.find_layout(safe_norm)
     view = sv.View(sv.LINE, "x", "x", 0, seed=3)
     result = _sweep(safe_norm, layout, view)
     x0, u, _ = sv.line(layout, "x", 3)
@@ -79,7 +80,7 @@ def test_safe_norm_of_rows_on_a_seeded_line(safe_norm):
 
 def test_matmul_along_a_line_with_b_fixed():
     spec = _example("matmul", "matmul")
-    layout = sv.find_layout(spec)
+    layout = loaded.find_layout(spec)
     result = _sweep(spec, layout, sv.View(sv.LINE, "a", "a", 0, seed=1))
     a0, u, fixed = sv.line(layout, "a", 1)
     b = fixed["b"]
@@ -92,7 +93,7 @@ def test_matmul_along_a_line_with_b_fixed():
 
 def test_grad_reverse_curves_in_x_and_lam():
     spec = _example("gradient_reversal", "grad_reverse")
-    layout = sv.find_layout(spec)
+    layout = loaded.find_layout(spec)
     result = _sweep(spec, layout, sv.View(sv.CURVE, "x", "x", 0), params={"lam": 0.75})
     x = result["x"].to_numpy()
     np.testing.assert_allclose(result["forward"], x)
@@ -111,7 +112,7 @@ def test_grad_reverse_curves_in_x_and_lam():
 
 def test_sin_cos_output_choice_and_sum():
     spec = _example("sin_cos", "sin_cos")
-    layout = sv.find_layout(spec)
+    layout = loaded.find_layout(spec)
     cos = _sweep(spec, layout, sv.View(sv.CURVE, "x", "x", 1))
     x = cos["x"].to_numpy()
     np.testing.assert_allclose(cos["forward"], np.cos(x), rtol=1e-12, atol=1e-15)
@@ -123,7 +124,7 @@ def test_sin_cos_output_choice_and_sum():
 
 
 def test_an_invalid_view_falls_back_to_the_defaults(safe_norm):
-    layout = sv.find_layout(safe_norm)
+    layout = loaded.find_layout(safe_norm)
     view = sv.validate_view(layout, sv.View(sv.CURVE, "nope", "nope", 5, seed=2))
     assert view == sv.View(sv.LINE, "x", "x", 0, 2, False)
 

@@ -20,8 +20,10 @@ and custom gradient are the three panels, so sweeps, special points, figures and
 Several outputs: ``output`` is the index of the output shown, or :data:`SUM_OF_OUTPUTS` for their sum
 (upstream 1 on every output).
 
-Which inputs a function accepts is found by the checker's :func:`explorer.checker.general.find_inputs`
-(its ``SHAPE_RULES`` or the declared ``input_shapes``); elementwise is decided by :func:`find_layout`.
+Which inputs a function accepts is found by the checker's ``explorer.checker.general.find_inputs`` (its
+``SHAPE_RULES`` or the declared ``input_shapes``), which :func:`explorer.loaded.find_layout` passes to
+:func:`find_layout` (the checker imports this package, so this module does not import the checker);
+elementwise is decided here.
 Building a view op never calls the user's code (the server builds them for titles and labels); every
 call happens in the worker (:mod:`explorer.loaded`).
 """
@@ -37,7 +39,6 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.checker import general
 
 CURVE, LINE = "curve", "line"
 SUM_OF_OUTPUTS = -1
@@ -96,10 +97,14 @@ class View:
     origin: bool = False
 
 
+def as_list(y: Any) -> list[tf.Tensor]:
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
 def _call_inner(user, inputs: Sequence[tf.Tensor], values: Mapping[str, tf.Tensor]) -> tuple[list[tf.Tensor], Any]:
     params = {name: values[name] for name in (*user.positional, *user.keyword) if name in values}
     y, backward = user._call_inner(inputs, params, {})
-    return general.as_list(y), backward
+    return as_list(y), backward
 
 
 def _backward(backward, upstreams: Sequence[tf.Tensor]) -> list[Any]:
@@ -153,7 +158,7 @@ def _elementwise(user, params: Mapping[str, float]) -> tuple[bool, int]:
 
         def forward(pieces: Sequence[np.ndarray], dtype: str = dtype, values: dict = values) -> list[np.ndarray]:
             y = user.forward_all([tf.constant(p, dtype) for p in pieces], values)
-            return [np.asarray(o.numpy(), np.float64) for o in general.as_list(y)]
+            return [np.asarray(o.numpy(), np.float64) for o in as_list(y)]
 
         try:
             full = forward(columns)
@@ -181,21 +186,20 @@ def _elementwise(user, params: Mapping[str, float]) -> tuple[bool, int]:
     return False, outputs_seen
 
 
-def find_layout(spec: ops.OpSpec) -> Layout:
-    """Call the function to find which inputs it accepts, how many outputs it has and whether it is
-    elementwise. Calls the user's code: run it in the worker."""
+def find_layout(spec: ops.OpSpec, found: Any, failure: str | None = None) -> Layout:
+    """What the function looks like, given the checker's ``found`` input assignments (``found.working``: records
+    with ``shapes``, ``positive``, ``dtype`` and ``values(seed)``) and, when none works, the checker's
+    ``failure`` message. Calls the user's code: run it in the worker."""
     user = spec.user_function
     params = spec.defaults()
-    found = general.find_inputs(user, lambda inputs: user.call_all(inputs, params))
     if not found.working:
-        level, message = general.no_inputs_message(user, found)
-        return Layout(user.inputs, (), 0, False, False, "float32", f"{spec.key}: {message}")
+        return Layout(user.inputs, (), 0, False, False, "float32", f"{spec.key}: {failure or 'no input shapes work'}")
     first = found.working[0]
     elementwise, count = _elementwise(user, params)
     reads = False
     try:
         with tf.GradientTape() as tape:
-            outputs = general.as_list(user.forward_all(general.tensors(first.values(0), first.dtype), params))
+            outputs = as_list(user.forward_all([tf.constant(v, first.dtype) for v in first.values(0)], params))
         count = len(outputs)
         reads = bool([v for v in tape.watched_variables() if v.trainable])
     except Exception:  # noqa: BLE001 - ran in find_inputs; keep what _elementwise saw
