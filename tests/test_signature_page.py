@@ -125,3 +125,31 @@ def test_invalid_url_values_are_notices_and_the_default_view(examples_env):
     assert "Input 'lam'" in notices and "'in' = 'nope'" in notices and "'seed' = '-3'" in notices
     _, custom = _curve(app, "custom gradient")
     np.testing.assert_allclose(custom, -np.ones_like(custom))
+
+
+def test_train_lists_what_its_model_cannot_hold_and_refuses_it(examples_env):
+    import pandas as pd
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_train_page import train_app
+
+    app = AppTest.from_function(train_app, default_timeout=120).run()
+    app.session_state["train.runs_seed"] = pd.DataFrame(
+        {"op": ["grad_reverse", "sin_cos"], "gradient": ["custom", "custom"], "params": ["", ""]}
+    )
+    app.run()
+    assert not app.exception
+    listed = " ".join(c.value for c in app.caption if "Unavailable for training" in c.value).replace("\\", "")
+    assert "`grad_reverse` takes 2 tensor inputs (x, lam)" in listed
+    assert "`sin_cos` has 2 outputs" in listed and "`safe_norm.safe_norm` is not elementwise" in listed
+    refused = " ".join(w.value for w in app.warning).replace("\\", "")
+    assert "Run 1: grad_reverse is unavailable for training" in refused and "Run 2: sin_cos is unavailable" in refused
+
+
+def test_compare_several_ops_says_why_a_view_is_left_out(examples_env):
+    app = _app({"op": "square_with_scaled_grad", "cmp": "ops", "cmp_ops": "square_with_scaled_grad,grad_reverse"})
+    assert not app.exception
+    notes = " ".join(c.value for c in app.caption).replace("\\", "")
+    assert "grad_reverse is left out of this comparison" in notes
+    names = {trace.get("name") for trace in _figure(app, "compare_figure")["data"]}
+    assert "square_with_scaled_grad" in names and "grad_reverse" not in names

@@ -354,6 +354,13 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
             format_func=_op_label,
         )
         state = replace(state, compare="ops", compare_ops=tuple(chosen) or state.compare_ops)
+        views = [key for key in chosen if loaded.is_loaded(key) and not loaded.layout(key).simple]
+        for key in views:
+            st.caption(
+                f"{key} is left out of this comparison: it is drawn along its own inputs, outputs or line, not as one "
+                "elementwise curve of x; compare it on its own page, at several values of one of its inputs."
+            )
+        chosen = [key for key in chosen if key not in views]
         runs = [(key, {}) for key in chosen]
         labels = list(chosen)
     else:
