@@ -28,6 +28,10 @@ Conventions:
   (:func:`explorer.worker.call_seconds`, 20 s), or that ends its worker (``os._exit``, a segfault,
   ``SystemExit``), is a UserOpError saying so; the worker is replaced. Failures are remembered per
   inputs, so a hung op costs its time limit once, not on every rerun.
+* A function that is not one input, one output, elementwise is drawn through a view
+  (:mod:`explorer.explore.signature_views`): :func:`layout` finds its shape once in the worker,
+  :func:`view_sweep_and_points` sweeps its view op there (one call per view, as :func:`sweep`), and
+  :func:`untrainable` says why the Train page cannot use it.
 * The checker's results (:func:`checks`) run once per (op, parameters) in the background worker:
   they take seconds (a ``Model.fit`` and a SavedModel export), and the figure must not wait.
 """

@@ -17,7 +17,9 @@ Explore page
 URL keys: ``op``, ``lo``, ``hi``, ``n``, ``dtype``, ``upstream``, ``overlay``, one ``p.<name>``
 per parameter of the op (prefixed because ``leaky_clip`` has parameters named ``lo`` and
 ``hi``), and the compare section: ``cmp`` ("ops" or "param"), ``cmp_ops``, ``cmp_param``,
-``cmp_values``.
+``cmp_values``. A loaded function of any signature (:mod:`explorer.explore.signature_views`) adds ``in``
+(the swept input), ``wrt`` (the gradient's input), ``out`` (an output index or ``sum``), ``seed`` and
+``origin`` (the line view's x0 and u) and one ``i.<name>`` per input held at a slider value.
 """
 
 from __future__ import annotations

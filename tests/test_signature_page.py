@@ -45,6 +45,8 @@ def test_grad_reverse_slider_picker_and_url(examples_env):
     np.testing.assert_allclose(custom, -np.ones_like(x))  # -lam with lam at its default 1
     _, true = _curve(app, "true gradient (numerical)")
     np.testing.assert_allclose(true, np.ones_like(true), rtol=1e-6)
+    shaded = [shape for shape in _figure(app)["layout"].get("shapes", []) if shape.get("name") == "custom ≠ true gradient"]
+    assert shaded and shaded[0]["x0"] == -3.0 and shaded[0]["x1"] == 3.0  # -lam against 1 on the whole sweep
     app.slider(key="w.i.grad_reverse.lam").set_value(0.5).run()
     _no_trouble(app)
     _, custom = _curve(app, "custom gradient")
@@ -79,6 +81,8 @@ def test_safe_norm_draws_its_line_and_the_seed_redraws_it(examples_env):
     np.testing.assert_allclose(forward, np.abs(t) * np.linalg.norm(u, axis=-1).sum(), rtol=1e-5, atol=1e-6)
     t, custom = _curve(app, "custom gradient")
     assert custom[t == 0.0].tolist() == [0.0]  # the backward's subgradient at the zero vector
+    shapes = _figure(app)["layout"].get("shapes", [])
+    assert not [s for s in shapes if s.get("name") == "custom ≠ true gradient"]  # equal off the kink
     assert app.query_params["seed"] == "4" and app.query_params["origin"] == "1"
     app.button[[b.label for b in app.button].index("New line")].click().run()
     _no_trouble(app)

@@ -133,3 +133,14 @@ def test_a_declared_input_range_is_the_slider():
     param = sv.input_param("lam", (0.0, 0.5))
     assert (param.low, param.high, param.default) == (0.0, 0.5, 0.5)
     assert (sv.input_param("lam").low, sv.input_param("lam").high, sv.input_param("lam").default) == (-2.0, 2.0, 1.0)
+
+
+def test_disagreements_are_runs_of_rows_not_single_points():
+    x = np.linspace(-1, 1, 9)
+    true = np.sign(x)
+    custom = true.copy()
+    custom[4] = 0.5  # one row: the convention at the point itself
+    assert sv.disagreements(x, true, custom) == ()
+    custom[6:8] = -custom[6:8]
+    assert sv.disagreements(x, true, custom) == ((0.5, 0.75),)
+    assert sv.disagreements(x, np.full(9, np.nan), np.full(9, np.nan)) == ()

@@ -436,3 +436,27 @@ def _line_functions(spec, user, layout: Layout, view: View, sliders: tuple[str, 
 
     custom_fn = lambda t, values: custom(t, *[values[name] for name in names])  # noqa: E731
     return forward_fn, custom_fn, "autodiff" if declared else "numerical"
+
+
+DIFFER_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}  # float32 sweeps, float64 central differences
+
+
+def disagreements(x: np.ndarray, true: np.ndarray, custom: np.ndarray) -> tuple[tuple[float, float], ...]:
+    """The x intervals (consecutive rows) where the custom gradient differs from the true one beyond
+    :data:`DIFFER_TOLERANCE` (NaN equal to NaN; one finite and the other not is a difference). A single row
+    is left out: at a jump or kink the two conventions may differ at the point itself (the points table
+    says which)."""
+    x, true, custom = (np.asarray(a, np.float64) for a in (x, true, custom))
+    with np.errstate(invalid="ignore"):
+        same = np.isclose(custom, true, equal_nan=True, **DIFFER_TOLERANCE)
+    differ = ~same
+    runs: list[tuple[float, float]] = []
+    start = None
+    for index, flag in enumerate(np.append(differ, False)):
+        if flag and start is None:
+            start = index
+        elif not flag and start is not None:
+            if index - start > 1:
+                runs.append((float(x[start]), float(x[index - 1])))
+            start = None
+    return tuple(runs)

@@ -86,9 +86,13 @@ def cached_signature_view(key: tuple) -> View:
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def cached_signature_shown(shown_key: tuple) -> Shown:
+    from explorer.explore.signature_views import disagreements
+
     key, overlay = shown_key
     view = cached_signature_view(key)
-    figure = ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay))
+    frame = view.result.frame
+    differ = disagreements(frame["x"].to_numpy(), frame["true_grad"].to_numpy(), frame["custom_grad"].to_numpy())
+    figure = ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay, differ=differ))
     return Shown(figure, _metrics_arrow([view.result], [key[0]]))
 
 
