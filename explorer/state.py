@@ -66,6 +66,8 @@ class ExploreState:
     seed: int = 0  # URL "seed": x0, u and tensor-shaped inputs of the line view
     origin: bool = False  # URL "origin": the line goes through 0 (x0 = 0)
     inputs: Mapping[str, float] = field(default_factory=dict)  # URL "i.<name>": slider inputs' values
+    compare_input: str = ""  # URL "cmp_in": compare the view at several values of this input
+    compare_input_values: tuple[float, ...] = ()  # URL "cmp_in_values"
 
     @property
     def spec(self) -> ops.OpSpec:
@@ -82,7 +84,7 @@ class ExploreState:
         values = self.compare_values if compare_param == self.compare_param else default_compare_values(spec, compare_param)
         return replace(
             self, op=key, params={}, compare_param=compare_param, compare_values=values,
-            swept="", wrt="", output=0, seed=0, origin=False, inputs={},
+            swept="", wrt="", output=0, seed=0, origin=False, inputs={}, compare_input="", compare_input_values=(),
         )
 
 
@@ -274,7 +276,35 @@ def _signature_from_query(state: ExploreState, query: Mapping[str, Any], text, n
             notices.append(
                 f"Input '{name}' = '{raw}' is not a number in [{param.low:g}, {param.high:g}]; using {param.default:g}."
             )
+    raw = text("cmp_in")
+    if raw is not None:
+        if raw in sliders:
+            chosen["compare_input"] = raw
+        else:
+            notices.append(f"'cmp_in' = '{raw}' is not an input of '{state.op}' to compare at; using the first.")
+    raw = text("cmp_in_values")
+    name = chosen.get("compare_input")
+    if raw is not None and name:
+        found, problems = parse_input_values(sliders[name], raw)
+        notices.extend(f"Ignored compare value {problem}." for problem in problems)
+        if found:
+            chosen["compare_input_values"] = found
     return replace(state, inputs=values, **chosen)
+
+
+def parse_input_values(param: ops.Param, text: str) -> tuple[tuple[float, ...], list[str]]:
+    """``"0.5, 1, 2"`` -> valid distinct values of input slider ``param`` (at most MAX_COMPARE), and a message per
+    item that is not a number in its range."""
+    values: list[float] = []
+    problems: list[str] = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            values.append(param.validate(_number(item)))
+        except ValueError:
+            problems.append(f"'{item.strip()}': {param.name} must be a number in [{param.low:g}, {param.high:g}]")
+    return tuple(dict.fromkeys(values))[:MAX_COMPARE], problems
 
 
 def signature_query(state: ExploreState) -> dict[str, str]:
@@ -294,6 +324,10 @@ def signature_query(state: ExploreState) -> dict[str, str]:
     for name, value in state.inputs.items():
         if name in defaults and value != defaults[name].default:
             query[INPUT_PREFIX + name] = _fmt(value)
+    if state.compare_input in defaults:
+        query["cmp_in"] = state.compare_input
+        if state.compare_input_values:
+            query["cmp_in_values"] = ",".join(_fmt(v) for v in state.compare_input_values)
     return query
 
 

@@ -157,3 +157,13 @@ def test_compare_several_ops_says_why_a_view_is_left_out(examples_env):
     assert "grad_reverse is left out of this comparison" in notes
     names = {trace.get("name") for trace in _figure(app, "compare_figure")["data"]}
     assert "square_with_scaled_grad" in names and "grad_reverse" not in names
+
+
+def test_the_compare_of_an_input_is_in_the_url(examples_env):
+    app = _app({"op": "grad_reverse", "cmp_in": "lam", "cmp_in_values": "0.5,1.5"})
+    assert not app.exception
+    names = {trace.get("name") for trace in _figure(app, "compare_figure")["data"]}
+    assert {"lam = 0.5", "lam = 1.5"} <= names and "lam = -2" not in names
+    app.text_input(key="w.sig_values").set_value("0.25, 9").run()
+    assert app.query_params["cmp_in_values"] == "0.25"
+    assert any("'9': lam must be a number in [-2, 2]" in w.value.replace("\\", "") for w in app.warning), [w.value for w in app.warning]

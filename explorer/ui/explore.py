@@ -539,7 +539,7 @@ def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.Ex
     return state, shown_view, shown.figure
 
 
-def _signature_compare(state: url_state.ExploreState, layout, view) -> None:
+def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state.ExploreState:
     """Compare for a loaded function of any signature: the view at several values of one slider input."""
     from explorer.explore import signature_views as sv
 
@@ -550,38 +550,38 @@ def _signature_compare(state: url_state.ExploreState, layout, view) -> None:
             f"Nothing to compare here: `{state.op}` has no scalar input to hold at several values, and another "
             "function's view is drawn along its own inputs and line, so the curves would not share an axis."
         )
-        return
+        return state
     sliders = url_state.input_params(state.op)
+    if st.session_state.get("w.sig_cmp") not in held:
+        st.session_state["w.sig_cmp"] = state.compare_input if state.compare_input in held else held[0]
+        st.session_state.pop("w.sig_values", None)
     col_name, col_values = st.columns([1, 2])
-    name = col_name.selectbox("Input", held, key="w.sig_cmp")
+    name = col_name.selectbox("Input", held, key="w.sig_cmp", on_change=lambda: st.session_state.pop("w.sig_values", None))
     param = sliders[name]
     if "w.sig_values" not in st.session_state:
-        st.session_state["w.sig_values"] = ", ".join(f"{v:g}" for v in (param.low, param.default, param.high))
+        values = state.compare_input_values if name == state.compare_input and state.compare_input_values else (
+            param.low, param.default, param.high)
+        st.session_state["w.sig_values"] = ", ".join(f"{v:g}" for v in values)
     text = col_values.text_input("Values (comma-separated)", key="w.sig_values")
-    values, problems = [], []
-    for item in text.split(","):
-        if item.strip():
-            try:
-                values.append(param.validate(float(item), state.op))
-            except ValueError:
-                problems.append(item.strip())
+    values, problems = url_state.parse_input_values(param, text)
     for problem in problems:
-        st.warning(f"Ignored compare value {literal(problem)}: {name} must be a number in [{param.low:g}, {param.high:g}].")
-    values = list(dict.fromkeys(values))[: url_state.MAX_COMPARE]
+        st.warning(f"Ignored compare value {literal(problem)}.")
+    state = replace(state, compare_input=name, compare_input_values=values or state.compare_input_values)
     if not values:
         st.caption("Give at least one value to compare.")
-        return
+        return state
     try:
         keys = tuple(_signature_key(replace(state, inputs={**state.inputs, name: v}), view) for v in values)
         figure, table = cached_signature_compare((keys, tuple(f"{name} = {v:g}" for v in values)))
     except ValueError as error:
         st.error(f"Cannot compare: {literal(error)}")
-        return
+        return state
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
         show_figure(figure, key="compare_figure")
     with col_table:
         st.dataframe(table, hide_index=True)
+    return state
 
 
 def page() -> None:
@@ -605,7 +605,7 @@ def page() -> None:
         state, view, figure = _signature_page(state, layout)
         if view is not None:
             yours.checks(spec.key, state.resolved_params())
-            _signature_compare(state, layout, view.result.view)
+            state = _signature_compare(state, layout, view.result.view)
         _finish(state, spec, view, figure)
         return
 
