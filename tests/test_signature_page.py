@@ -167,3 +167,23 @@ def test_the_compare_of_an_input_is_in_the_url(examples_env):
     app.text_input(key="w.sig_values").set_value("0.25, 9").run()
     assert app.query_params["cmp_in_values"] == "0.25"
     assert any("'9': lam must be a number in [-2, 2]" in w.value.replace("\\", "") for w in app.warning), [w.value for w in app.warning]
+
+
+def test_state_round_trips_every_new_control(examples_env):
+    from explorer import state as url_state
+
+    query = {
+        "op": "sin_cos", "out": "sum", "seed": "12", "origin": "1",
+    }  # fmt: skip
+    state, notices = url_state.from_query(query)
+    assert notices == [] and (state.output, state.seed, state.origin) == (-1, 12, True)
+    assert {k: v for k, v in url_state.to_query(state).items() if k in query} == query
+    state, notices = url_state.from_query(
+        {"op": "grad_reverse", "in": "lam", "wrt": "x", "i.x": "0.5", "cmp_in": "x", "cmp_in_values": "0,1"}
+    )
+    assert notices == [] and (state.swept, state.wrt, dict(state.inputs)) == ("lam", "x", {"x": 0.5})
+    assert state.compare_input_values == (0.0, 1.0)
+    back = url_state.to_query(state)
+    assert (back["in"], back["wrt"], back["i.x"], back["cmp_in_values"]) == ("lam", "x", "0.5", "0,1")
+    state, notices = url_state.from_query({"op": "grad_reverse", "out": "x", "origin": "maybe", "i.lam": "5", "i.zz": "1"})
+    assert len(notices) == 4 and state.output == 0 and not state.origin and dict(state.inputs) == {}
