@@ -144,3 +144,16 @@ def test_disagreements_are_runs_of_rows_not_single_points():
     custom[6:8] = -custom[6:8]
     assert sv.disagreements(x, true, custom) == ((0.5, 0.75),)
     assert sv.disagreements(x, np.full(9, np.nan), np.full(9, np.nan)) == ()
+
+
+def test_a_module_declares_an_input_range_and_a_bad_one_is_a_load_error(tmp_path):
+    source = (EXAMPLES / "gradient_reversal.py").read_text()
+    good = tmp_path / "reversal_declared.py"
+    good.write_text(source + '\nGRADIENT_EXPLORER = {"grad_reverse": {"input_ranges": {"lam": (0.0, 0.5)}}}\n')
+    found = loaded.load(str(good), tmp_path)
+    assert found.ops["grad_reverse"].input_ranges == {"lam": (0.0, 0.5)} and not found.errors
+    bad = tmp_path / "reversal_bad.py"
+    bad.write_text(source + '\nGRADIENT_EXPLORER = {"grad_reverse": {"input_ranges": {"lam": (1, 0)}}}\n')
+    found = loaded.load(str(bad), tmp_path)
+    [error] = found.errors
+    assert not found.ops and "input_ranges['lam'] must be (low, high) with low < high" in error.message
