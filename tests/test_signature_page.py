@@ -81,7 +81,11 @@ def test_safe_norm_draws_its_line_and_the_seed_redraws_it(examples_env):
     np.testing.assert_allclose(forward, np.abs(t) * np.linalg.norm(u, axis=-1).sum(), rtol=1e-5, atol=1e-6)
     t, custom = _curve(app, "custom gradient")
     assert custom[t == 0.0].tolist() == [0.0]  # the backward's subgradient at the zero vector
-    shapes = _figure(app)["layout"].get("shapes", [])
+    axes = _figure(app)["layout"]
+    assert (axes["xaxis"]["title"]["text"], axes["yaxis"]["title"]["text"], axes["yaxis2"]["title"]["text"]) == (
+        "t", "s(t)", "ds/dt",
+    )
+    shapes = axes.get("shapes", [])
     assert not [s for s in shapes if s.get("name") == "custom ≠ true gradient"]  # equal off the kink
     assert app.query_params["seed"] == "4" and app.query_params["origin"] == "1"
     app.button[[b.label for b in app.button].index("New line")].click().run()

@@ -92,8 +92,21 @@ def cached_signature_shown(shown_key: tuple) -> Shown:
     view = cached_signature_view(key)
     frame = view.result.frame
     differ = disagreements(frame["x"].to_numpy(), frame["true_grad"].to_numpy(), frame["custom_grad"].to_numpy())
-    figure = ReadyFigure(figures.main_figure_spec(view.result, view.points, overlay=overlay, differ=differ))
-    return Shown(figure, _metrics_arrow([view.result], [key[0]]))
+    spec = figures.main_figure_spec(view.result, view.points, overlay=overlay, differ=differ)
+    if key[1].kind == "line":
+        spec = _line_axes(spec)
+    return Shown(ReadyFigure(spec), _metrics_arrow([view.result], [key[0]]))
+
+
+def _line_axes(spec: dict) -> dict:
+    """The line view's axes named for what they show: t, s(t) and ds/dt (a copy: the figure spec is cached)."""
+    layout = dict(spec["layout"])
+    for name, axis in spec["layout"].items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and "title" in axis:
+            text = axis["title"].get("text")
+            renamed = {"x": "t", "forward y": "s(t)", "dy/dx": "ds/dt"}.get(text, text)
+            layout[name] = {**axis, "title": {**axis["title"], "text": renamed}}
+    return {**spec, "layout": layout}
 
 
 @st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
