@@ -28,6 +28,10 @@ Conventions:
   (:func:`explorer.worker.call_seconds`, 20 s), or that ends its worker (``os._exit``, a segfault,
   ``SystemExit``), is a UserOpError saying so; the worker is replaced. Failures are remembered per
   inputs, so a hung op costs its time limit once, not on every rerun.
+* A function that is not one input, one output, elementwise is drawn through a view
+  (:mod:`explorer.explore.signature_views`): :func:`layout` finds its shape once in the worker,
+  :func:`view_sweep_and_points` sweeps its view op there (one call per view, as :func:`sweep`), and
+  :func:`untrainable` says why the Train page cannot use it.
 * The checker's results (:func:`checks`) run once per (op, parameters) in the background worker:
   they take seconds (a ``Model.fit`` and a SavedModel export), and the figure must not wait.
 """
@@ -74,6 +78,7 @@ class LoadedOp:
     name: str
     module: str
     spec: ops.OpSpec
+    input_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # declared slider ranges
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ def _discover(target: str, cwd: Path) -> discover.Discovered:
 
 
 DECLARATIONS = "GRADIENT_EXPLORER"  # module-level dict: function name -> from_function keywords (+ "name")
-DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")
+DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")  # + "input_ranges"
 
 
 def declarations(item: discover.Found) -> dict[str, Any]:
@@ -206,11 +211,12 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
         except Exception as error:  # noqa: BLE001 - TypeError/ValueError for what cannot be an op, or a bad declaration
             errors.append(discover.LoadError(f"{item.module}.{item.name}", type(error).__name__, str(error)))
             continue
-        drawable = _drawable(spec)
-        if drawable is not None:
-            errors.append(discover.LoadError(f"{item.module}.{item.name}", "NotDrawable", drawable))
+        try:
+            ranges = _input_ranges(extra.get("input_ranges"), spec)
+        except ValueError as error:
+            errors.append(discover.LoadError(f"{item.module}.{item.name}", "ValueError", str(error)))
             continue
-        loaded_ops[key] = LoadedOp(key, name, item.module, spec)
+        loaded_ops[key] = LoadedOp(key, name, item.module, spec, ranges)
     layers: dict[str, LoadedLayer] = {}
     for item in found.layers:  # which op a layer calls is found by calling it: in a worker, at first use
         key = item.name if item.name not in loaded_ops and item.name not in layers else f"{item.module}.{item.name}"
@@ -218,17 +224,25 @@ def load(value: str | None, cwd: str | Path | None = None) -> Loaded:
     return Loaded(targets, loaded_ops, layers, tuple(errors), str(cwd))
 
 
-def _drawable(spec: ops.OpSpec) -> str | None:
-    """Why the pages cannot draw this function as a curve yet (several tensor inputs), or None. Read from the
-    signature alone: the server never calls a team's code (a reduction or a second output is named by the
-    probe, in the worker). The checker checks it all: ``python -m explorer verify FILE``."""
-    user = spec.user_function
-    if len(user.inputs) == 1:
-        return None
-    return (
-        f"cannot be drawn as a curve yet: it takes {len(user.inputs)} tensor inputs ({', '.join(user.inputs)}). "
-        f"Check it with `python -m explorer verify` on its file, or assert_custom_gradient"
-    )
+def _input_ranges(declared: Any, spec: ops.OpSpec) -> dict[str, tuple[float, float]]:
+    """``input_ranges = {"lam": (0, 2)}`` in the module's declaration: the slider range of a scalar tensor
+    input (without one: :data:`explorer.explore.signature_views.DEFAULT_INPUT_RANGE`)."""
+    if declared is None:
+        return {}
+    inputs = spec.user_function.inputs
+    if not isinstance(declared, dict):
+        raise ValueError(f"{spec.key}: input_ranges must be a dict input -> (low, high), e.g. {{'{inputs[-1]}': (0, 2)}}")
+    ranges = {}
+    for name, value in declared.items():
+        ok = name in inputs and isinstance(value, (list, tuple)) and len(value) == 2
+        ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value)
+        if not ok or not value[0] < value[1]:
+            raise ValueError(
+                f"{spec.key}: input_ranges[{name!r}] must be (low, high) with low < high for one of the inputs "
+                f"{', '.join(inputs)}; got {value!r}"
+            )
+        ranges[name] = (float(value[0]), float(value[1]))
+    return ranges
 
 
 _LOCK = threading.Lock()
@@ -252,6 +266,8 @@ def reset() -> None:
         _GRAPH_FAILURES.clear()
         _USABLE.clear()
         _LAYER_OPS.clear()
+        _LAYOUTS.clear()
+        _VIEW_SPECS.clear()
         for future in _CHECKS.values():  # checks not started yet are dropped, not run for ops now forgotten
             future.cancel()
         _CHECKS.clear()
@@ -617,3 +633,171 @@ def checks(key: str, params: Mapping[str, float], *, time_limit: float = CHECK_T
         future = _EXECUTOR.submit(_run_checks, spec.key, dict(resolved), time_limit)
         _remember(_CHECKS, cache_key, future)
         return future
+
+
+# -- any signature: the views of explorer.explore.signature_views ---------------------------------------
+_LAYOUTS: dict[str, Any] = {}
+_VIEW_SPECS: OrderedDict[tuple, ops.OpSpec] = OrderedDict()
+MAX_VIEW_SPECS = 16  # view ops kept per process (each holds its compiled sweep functions)
+
+
+def find_layout(spec: ops.OpSpec):
+    """:func:`explorer.explore.signature_views.find_layout` with the checker's input assignments
+    (:func:`explorer.checker.general.find_inputs`). Calls the user's code: in the worker (or a test)."""
+    from explorer.checker import general
+    from explorer.explore import signature_views
+
+    user = spec.user_function
+    params = spec.defaults()
+    found = general.find_inputs(user, lambda inputs: user.call_all(inputs, params))
+    failure = None if found.working else general.no_inputs_message(user, found)[1]
+    return signature_views.find_layout(spec, found, failure)
+
+
+def _layout_here(key: str):
+    return find_layout(get(key))
+
+
+def layout(key: str):
+    """How loaded op ``key`` looks (:class:`explorer.explore.signature_views.Layout`): its inputs, outputs and
+    whether it is elementwise, found once in the worker by calling it; a failure is a Layout whose
+    ``failure`` says what went wrong."""
+    from explorer.explore import signature_views
+
+    if key not in _LAYOUTS:
+        spec = get(key)
+        try:
+            found = _call(0, _layout_here, key, time_limit=worker.call_seconds())
+        except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
+            text = str(_failure_text(key, error, "probe"))
+            found = signature_views.Layout(spec.user_function.inputs, (), 0, False, False, "float32", text)
+        _LAYOUTS[key] = found
+    return _LAYOUTS[key]
+
+
+def view_spec(key: str, view: Any) -> ops.OpSpec:
+    """The view op of loaded op ``key`` for ``view`` (built without calling the user's code; kept)."""
+    from explorer.explore import signature_views
+
+    item = current().ops[key]
+    view = signature_views.validate_view(layout(key), view)
+    remembered = (key, view)
+    if remembered not in _VIEW_SPECS:
+        _remember(_VIEW_SPECS, remembered, signature_views.view_spec(item.spec, layout(key), view, item.input_ranges))
+        while len(_VIEW_SPECS) > MAX_VIEW_SPECS:
+            _VIEW_SPECS.popitem(last=False)
+    _VIEW_SPECS.move_to_end(remembered)
+    return _VIEW_SPECS[remembered]
+
+
+@dataclass(frozen=True, eq=False)
+class ViewSweep(sweeps.Sweep):
+    """A sweep of a view op computed in the worker; zooming in (:meth:`evaluate`) goes there too."""
+
+    view: Any = None
+
+    def evaluate(self, x: np.ndarray, dtype: str | None = None) -> dict[str, np.ndarray | bool]:
+        args = (self.spec.key, self.view, np.asarray(x), dict(self.params), self.upstream, dtype or self.dtype)
+        try:
+            return _call(0, _view_evaluate_here, *args, time_limit=worker.call_seconds())
+        except worker.WorkerFailure as error:
+            raise UserOpError(f"{self.spec.key}: {error.how}") from None
+
+    def with_frame(self, frame: Any) -> ViewSweep:
+        return ViewSweep(self.spec, self.params, self.lo, self.hi, self.n, self.dtype, self.upstream, frame, self.view)
+
+
+def _view_evaluate_here(key: str, view: Any, x: np.ndarray, params: dict, upstream: float, dtype: str) -> dict:
+    return sweeps.evaluate(view_spec(key, view), x, params, upstream, dtype)
+
+
+def _view_sweep_here(key: str, view: Any, params: dict, lo: float, hi: float, n: int, dtype: str, upstream: float) -> tuple:
+    """In the worker: sweep the view op (eagerly if it fails inside tf.function) and find its special points."""
+    from explorer.explore.points import special_points
+
+    spec = view_spec(key, view)
+    graph = None
+    try:
+        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+    except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
+        if sweeps.is_eager(spec):
+            raise UserOpError(_view_failure(key, error)) from None
+        graph = _text(error)
+        sweeps.run_eagerly(spec)
+        try:
+            result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        except Exception as eager_error:  # noqa: BLE001 - the user's code fails eagerly too
+            raise UserOpError(_view_failure(key, eager_error)) from None
+    if graph is not None:
+        _GRAPH_FAILURES[key] = graph
+    return result.frame, special_points(result), graph
+
+
+def _view_failure(key: str, error: BaseException) -> str:
+    found = layout(key)
+    where = ", ".join(f"{name} {tuple(shape) or 'scalar'}" for name, shape in zip(found.inputs, found.shapes, strict=False))
+    return f"{key} raised {_text(error)} (inputs {where})"
+
+
+def view_sweep_and_points(
+    op: str,
+    view: Any,
+    params: Mapping[str, float] | None = None,
+    lo: float = -3.0,
+    hi: float = 3.0,
+    n: int = 2001,
+    upstream: float = 1.0,
+    dtype: str = "float32",
+) -> tuple[ViewSweep, Any]:
+    """The view ``view`` of loaded op ``op`` swept in the worker, and its special points. ``params`` holds the
+    function's own parameters and the slider inputs' values; ValueError for invalid inputs, UserOpError for
+    the user's failures (remembered per inputs, as for :func:`sweep`)."""
+    from types import MappingProxyType
+
+    from explorer.explore import signature_views
+
+    found = layout(op)
+    if found.failure is not None:
+        raise UserOpError(found.failure)
+    view = signature_views.validate_view(found, view)
+    spec = view_spec(op, view)
+    resolved = spec.resolve(params)
+    dtype = sweeps.validate_dtype(dtype)
+    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
+    upstream = sweeps.validate_upstream(upstream, dtype)
+    remembered = ("view", op, view, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
+    if remembered in _FAILURES:
+        raise _FAILURES[remembered]
+    try:
+        frame, points, graph = _call(
+            0, _view_sweep_here, op, view, dict(resolved), lo, hi, n, dtype, upstream, time_limit=worker.call_seconds()
+        )
+    except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
+        failure = _failure_text(op, error, "sweep")
+        _remember(_FAILURES, remembered, failure)
+        raise failure from None
+    if graph is not None:
+        _GRAPH_FAILURES[op] = graph
+    return ViewSweep(spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame, view), points
+
+
+def untrainable(key: str) -> str | None:
+    """Why the trainer cannot put loaded op ``key`` in its model (it applies one elementwise op of one tensor
+    input to a Dense layer's output), or None. Several inputs are read from the signature; outputs, reductions
+    and variables from :func:`layout` (a worker call, once per op)."""
+    item = current().ops.get(key)
+    if item is None:
+        return None
+    inputs = item.spec.user_function.inputs
+    if len(inputs) > 1:
+        return f"takes {len(inputs)} tensor inputs ({', '.join(inputs)}); the model feeds one"
+    found = layout(key)
+    if found.failure is not None:
+        return found.failure
+    if found.outputs > 1:
+        return f"has {found.outputs} outputs; the model needs one"
+    if not found.elementwise:
+        return "is not elementwise (a reduction or another shape); the model applies the op element by element"
+    if found.reads_variables:
+        return "reads a tf.Variable; the model trains its own weights only"
+    return None

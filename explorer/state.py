@@ -17,7 +17,9 @@ Explore page
 URL keys: ``op``, ``lo``, ``hi``, ``n``, ``dtype``, ``upstream``, ``overlay``, one ``p.<name>``
 per parameter of the op (prefixed because ``leaky_clip`` has parameters named ``lo`` and
 ``hi``), and the compare section: ``cmp`` ("ops" or "param"), ``cmp_ops``, ``cmp_param``,
-``cmp_values``.
+``cmp_values``. A loaded function of any signature (:mod:`explorer.explore.signature_views`) adds ``in``
+(the swept input), ``wrt`` (the gradient's input), ``out`` (an output index or ``sum``), ``seed`` and
+``origin`` (the line view's x0 and u) and one ``i.<name>`` per input held at a slider value.
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ class ExploreState:
     compare_ops: tuple[str, ...] = ("ste_sign", "approx_sign", "swish_sign")
     compare_param: str = "clip_value"
     compare_values: tuple[float, ...] = (0.5, 1.0, 2.0)
+    # a loaded function of any signature (explorer.explore.signature_views); "" / empty: its defaults
+    swept: str = ""  # URL "in": the input swept (default the first)
+    wrt: str = ""  # URL "wrt": the gradient with respect to this input (default the swept one)
+    output: int = 0  # URL "out": the output shown, or "sum" (signature_views.SUM_OF_OUTPUTS)
+    seed: int = 0  # URL "seed": x0, u and tensor-shaped inputs of the line view
+    origin: bool = False  # URL "origin": the line goes through 0 (x0 = 0)
+    inputs: Mapping[str, float] = field(default_factory=dict)  # URL "i.<name>": slider inputs' values
+    compare_input: str = ""  # URL "cmp_in": compare the view at several values of this input
+    compare_input_values: tuple[float, ...] = ()  # URL "cmp_in_values"
 
     @property
     def spec(self) -> ops.OpSpec:
@@ -71,7 +82,10 @@ class ExploreState:
         names = spec.param_names
         compare_param = self.compare_param if self.compare_param in names else (names[0] if names else "")
         values = self.compare_values if compare_param == self.compare_param else default_compare_values(spec, compare_param)
-        return replace(self, op=key, params={}, compare_param=compare_param, compare_values=values)
+        return replace(
+            self, op=key, params={}, compare_param=compare_param, compare_values=values,
+            swept="", wrt="", output=0, seed=0, origin=False, inputs={}, compare_input="", compare_input_values=(),
+        )
 
 
 def default_compare_values(spec: ops.OpSpec, name: str) -> tuple[float, ...]:
@@ -189,7 +203,132 @@ def from_query(query: Mapping[str, Any]) -> tuple[ExploreState, list[str]]:
             notices.append(f"'overlay' = '{overlay_raw}' must be 0 or 1; using 0.")
 
     state = replace(state, lo=lo, hi=hi, n=n, dtype=dtype or base.dtype, upstream=upstream, overlay=overlay)
+    state = _signature_from_query(state, query, text, notices)
     return _compare_from_query(state, text, notices), notices
+
+
+INPUT_PREFIX = "i."
+MAX_SEED = 2**31 - 1
+
+
+def input_params(key: str) -> dict[str, ops.Param]:
+    """The slider of every tensor input of loaded op ``key`` but its first (its declared ``input_ranges``,
+    else the default range); empty for a built-in. A slider is shown only for the inputs the view holds fixed."""
+    from explorer.explore import signature_views
+
+    item = loaded.current().ops.get(key)
+    if item is None or item.spec.user_function is None:
+        return {}
+    return {
+        name: signature_views.input_param(name, item.input_ranges.get(name)) for name in item.spec.user_function.inputs
+    }
+
+
+def _signature_from_query(state: ExploreState, query: Mapping[str, Any], text, notices: list[str]) -> ExploreState:
+    """``in``, ``wrt``, ``out``, ``seed``, ``origin`` and ``i.<name>``: the controls of a loaded function of any
+    signature. Checked against its signature (never by calling it); each bad value falls back with a notice."""
+    user = state.spec.user_function
+    names = user.inputs if user is not None else ()
+    chosen: dict[str, Any] = {}
+    for url_key, field_name in (("in", "swept"), ("wrt", "wrt")):
+        raw = text(url_key)
+        if raw is None:
+            continue
+        if raw in names:
+            chosen[field_name] = raw
+        else:
+            notices.append(f"'{url_key}' = '{raw}' is not an input of '{state.op}' (inputs: {', '.join(names) or 'none'}); using the first.")
+    raw = text("out")
+    if raw is not None:
+        if raw == "sum":
+            chosen["output"] = -1
+        elif raw.isdigit() and int(raw) < 8:
+            chosen["output"] = int(raw)
+        else:
+            notices.append(f"'out' = '{raw}' must be an output index 0-7 or 'sum'; using output 0.")
+    raw = text("seed")
+    if raw is not None:
+        if raw.isdigit() and int(raw) <= MAX_SEED:
+            chosen["seed"] = int(raw)
+        else:
+            notices.append(f"'seed' = '{raw}' must be a whole number in [0, {MAX_SEED}]; using 0.")
+    raw = text("origin")
+    if raw is not None:
+        if raw.lower() in ("1", "true", "yes"):
+            chosen["origin"] = True
+        elif raw.lower() not in ("0", "false", "no"):
+            notices.append(f"'origin' = '{raw}' must be 0 or 1; using 0.")
+    sliders = input_params(state.op)
+    values: dict[str, float] = {}
+    for key in query:
+        if not key.startswith(INPUT_PREFIX):
+            continue
+        name, raw = key[len(INPUT_PREFIX) :], text(key)
+        param = sliders.get(name)
+        if param is None:
+            notices.append(f"Ignored input '{name}': '{state.op}' has no such input to hold fixed.")
+            continue
+        if raw is None:
+            continue
+        try:
+            values[name] = param.validate(_number(raw), state.op)
+        except ValueError:
+            notices.append(
+                f"Input '{name}' = '{raw}' is not a number in [{param.low:g}, {param.high:g}]; using {param.default:g}."
+            )
+    raw = text("cmp_in")
+    if raw is not None:
+        if raw in sliders:
+            chosen["compare_input"] = raw
+        else:
+            notices.append(f"'cmp_in' = '{raw}' is not an input of '{state.op}' to compare at; using the first.")
+    raw = text("cmp_in_values")
+    name = chosen.get("compare_input")
+    if raw is not None and name:
+        found, problems = parse_input_values(sliders[name], raw)
+        notices.extend(f"Ignored compare value {problem}." for problem in problems)
+        if found:
+            chosen["compare_input_values"] = found
+    return replace(state, inputs=values, **chosen)
+
+
+def parse_input_values(param: ops.Param, text: str) -> tuple[tuple[float, ...], list[str]]:
+    """``"0.5, 1, 2"`` -> valid distinct values of input slider ``param`` (at most MAX_COMPARE), and a message per
+    item that is not a number in its range."""
+    values: list[float] = []
+    problems: list[str] = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            values.append(param.validate(_number(item)))
+        except ValueError:
+            problems.append(f"'{item.strip()}': {param.name} must be a number in [{param.low:g}, {param.high:g}]")
+    return tuple(dict.fromkeys(values))[:MAX_COMPARE], problems
+
+
+def signature_query(state: ExploreState) -> dict[str, str]:
+    """The URL keys of :func:`_signature_from_query` that differ from their defaults."""
+    query: dict[str, str] = {}
+    if state.swept:
+        query["in"] = state.swept
+    if state.wrt and state.wrt != (state.swept or None):
+        query["wrt"] = state.wrt
+    if state.output != 0:
+        query["out"] = "sum" if state.output == -1 else str(state.output)
+    if state.seed:
+        query["seed"] = str(state.seed)
+    if state.origin:
+        query["origin"] = "1"
+    defaults = input_params(state.op)
+    for name, value in state.inputs.items():
+        if name in defaults and value != defaults[name].default:
+            query[INPUT_PREFIX + name] = _fmt(value)
+    if state.compare_input in defaults:
+        query["cmp_in"] = state.compare_input
+        if state.compare_input_values:
+            query["cmp_in_values"] = ",".join(_fmt(v) for v in state.compare_input_values)
+    return query
 
 
 def _compare_from_query(state: ExploreState, text, notices: list[str]) -> ExploreState:
@@ -270,6 +409,7 @@ def to_query(state: ExploreState) -> dict[str, str]:
         query["dtype"] = state.dtype
     if state.overlay:
         query["overlay"] = "1"
+    query.update(signature_query(state))
     query["cmp"] = state.compare
     if state.compare == "ops":
         query["cmp_ops"] = ",".join(state.compare_ops)

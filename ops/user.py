@@ -15,8 +15,9 @@ Conventions:
   - ``None`` or anything else not numeric: left at its default, never passed;
   - a number: an op parameter, as follows.
 
-  Functions with more than one tensor input, or whose output is not elementwise (a norm, a sum, a matrix
-  product), are checked by the checker (``python -m explorer verify``) but cannot be drawn as a curve.
+  Functions with more than one tensor input, several outputs, or an output that is not elementwise (a norm,
+  a sum, a matrix product) are checked by the checker (``python -m explorer verify``); the app draws them
+  through views (other inputs as sliders, or a line through input space).
   ``input_shapes`` declares the input shapes to check them at (see :data:`SHAPE_RULES`).
   A numeric parameter is passed the way the signature asks: by keyword (``fn(x, slope=10.0)``), or
   positionally as a tensor of x's dtype if it is positional-only (``def fn(x, slope=25.0, /)``, whose

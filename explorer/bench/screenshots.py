@@ -17,6 +17,13 @@ from explorer.bench import harness
 # name -> (URL query, extra server environment, the part of the page to keep: CSS selector or None)
 VIEWS: dict[str, tuple[str, dict[str, str], str | None]] = {
     "explore": ("?op=fast_sigmoid&lo=-3&hi=3", {}, None),
+    # a reduction's directional view: examples/safe_norm.py on a line through the origin (its key clashes with
+    # the built-in safe_norm, so it is module.function)
+    "directional": (
+        "?op=safe_norm.safe_norm&origin=1&seed=4",
+        {"GRADIENT_EXPLORER_OPS": "examples/safe_norm.py"},
+        '[data-testid="stPlotlyChart"]',
+    ),
 }
 
 

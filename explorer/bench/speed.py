@@ -124,6 +124,7 @@ TARGETS: dict[str, Target] = {
         Target("figure_bytes_1m", ONE_MILLION, "bytes", "figure JSON sent for a 1M-point sweep"),
         Target("preset_first_result_s", PRESET_LIMIT_S, "s", "slowest preset's time to its first result", "<"),
         Target("loaded_vs_builtin_rerun", 1.5, "x", "explore rerun after a slider change, a loaded op / a built-in"),
+        Target("loaded_input_vs_builtin_rerun", 1.5, "x", "explore rerun after a two-input function's scalar input moves / a built-in's slider"),
         Target("check_seconds_per_function", 1.5, "s", "all checks of one examples/ function, warm, median over them"),
     )
 }
@@ -594,6 +595,15 @@ def measure_loaded(reps: Repetitions) -> dict[str, Any]:
     return measure_loaded_rerun(pairs=reps.loaded_pairs)
 
 
+def measure_loaded_input(reps: Repetitions) -> dict[str, Any]:
+    """Issue 29: the explore rerun after ``grad_reverse``'s ``lam`` slider moves (a loaded function of two inputs)
+    against the built-in ``fast_sigmoid``'s slider, interleaved pairs, median of per-pair ratios
+    (:func:`explorer.bench.yours.measure_input_slider_rerun`)."""
+    from explorer.bench.yours import measure_input_slider_rerun
+
+    return measure_input_slider_rerun(pairs=reps.loaded_pairs)
+
+
 def measure_check(reps: Repetitions) -> dict[str, Any]:
     """Issue 27: the seconds ``check_function`` takes for each custom-gradient function of ``examples/`` (every
     signature: one input elementwise, several inputs, reductions, variables, flags), each warmed up once
@@ -631,6 +641,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "presets": (measure_presets, ("preset_first_result_s",)),
     "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
     "check": (measure_check, ("check_seconds_per_function",)),
+    "loaded_input": (measure_loaded_input, ("loaded_input_vs_builtin_rerun",)),
 }
 
 

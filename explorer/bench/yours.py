@@ -12,7 +12,9 @@ The loaded op pays for what makes user code safe: a round trip to its worker pro
 special points computed there, the frame and points table pickled back once), a 7-point eager probe of
 the user's function, and (in the background worker, one core) the checker's run for the new parameters. ``settle_checks=True`` waits for those checks before each pair, which isolates the
 rerun itself; the default does not, which is what a user dragging the slider gets.
-Tooling, not product: run it from a clone (``python -m explorer.bench.yours``).
+:func:`measure_input_slider_rerun` does the same for a two-input function's scalar input (``grad_reverse``'s
+``lam``, key ``loaded_input_vs_builtin_rerun``). Tooling, not product: run it from a clone
+(``python -m explorer.bench.yours``, ``--input`` for the second).
 """
 
 from __future__ import annotations
@@ -104,8 +106,60 @@ def measure_loaded_rerun(pairs: int = 12, warm_up: int = 2, *, settle_checks: bo
         loaded.reset()
 
 
+INPUT_OP, INPUT_TARGET, INPUT_NAME = "grad_reverse", "examples/gradient_reversal.py", "lam"
+
+
+def measure_input_slider_rerun(pairs: int = 12, warm_up: int = 2) -> dict[str, Any]:
+    """``loaded_input_vs_builtin_rerun``: the Explore rerun after a move of a two-input function's scalar input
+    (``grad_reverse``'s ``lam`` slider: its view op sweeps in the worker, lam a parameter, so no retrace)
+    against the rerun after a move of the built-in ``fast_sigmoid``'s ``slope``; interleaved pairs, median
+    of per-pair ratios, target <= :data:`TARGET_RATIO`."""
+    from explorer import loaded
+
+    previous = os.environ.get(loaded.OPS_ENV)
+    os.environ[loaded.OPS_ENV] = str(ROOT / INPUT_TARGET)
+    loaded.reset()
+    try:
+        mine, builtin = _page(INPUT_OP), _page(BUILTIN_OP)
+        lams = [round(-1.9 + 0.13 * i, 2) for i in range(warm_up + pairs)]  # never the default 1.0
+        slopes = _values(2.5, 100.0, warm_up + pairs)
+        ratios, mine_s, builtin_s = [], [], []
+        for index, (lam, slope) in enumerate(zip(lams, slopes, strict=True)):
+            mine.slider(key=f"w.i.{INPUT_OP}.{INPUT_NAME}").set_value(lam)
+            start = time.perf_counter()
+            mine.run()
+            a = time.perf_counter() - start
+            if mine.exception or mine.error:
+                raise RuntimeError(f"the explore page failed on {INPUT_OP}: {(mine.exception or mine.error)[0].value}")
+            b = _timed_change(builtin, BUILTIN_OP, slope)
+            if index >= warm_up:
+                ratios.append(a / b)
+                mine_s.append(a)
+                builtin_s.append(b)
+        ratio = statistics.median(ratios)
+        return {
+            "loaded_input_vs_builtin_rerun": ratio,
+            "loaded_input_vs_builtin_rerun_target": TARGET_RATIO,
+            "loaded_input_vs_builtin_rerun_met": ratio <= TARGET_RATIO,
+            "loaded_input_rerun_ms": 1e3 * statistics.median(mine_s),
+            "builtin_input_rerun_ms": 1e3 * statistics.median(builtin_s),
+            "loaded_input_rerun_pairs": len(ratios),
+            "loaded_input_rerun_ops": f"{INPUT_OP} (loaded, input {INPUT_NAME}) vs {BUILTIN_OP} (built-in, {SLIDER_PARAM})",
+        }
+    finally:
+        if previous is None:
+            os.environ.pop(loaded.OPS_ENV, None)
+        else:
+            os.environ[loaded.OPS_ENV] = previous
+        loaded.reset()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if "--input" in args:
+        result = measure_input_slider_rerun()
+        print(json.dumps(result, indent=2))
+        return 0 if result["loaded_input_vs_builtin_rerun_met"] else 1
     result = measure_loaded_rerun(settle_checks="--settle-checks" in args)
     print(json.dumps(result, indent=2))
     return 0 if result["loaded_vs_builtin_rerun_met"] else 1

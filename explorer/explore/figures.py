@@ -52,6 +52,8 @@ COMPARE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4
 
 CLIP_LABEL = "clip window (gradient passes)"
 MISSING_LABEL = "no gradient (autodiff returns None)"
+DIFFER_LABEL = "custom ≠ true gradient"
+DIFFER_COLOUR = "#D55E00"
 NONFINITE_LABEL = "inf / NaN (drawn at the panel top)"
 AT_LABEL = "value AT the point (filled)"
 LIMIT_LABEL = "one-sided limit (open)"
@@ -605,6 +607,7 @@ def main_figure_spec(
     overlay: bool = False,
     title: str | None = None,
     max_points: int = 5000,
+    differ: tuple[tuple[float, float], ...] = (),
 ) -> dict:
     """:func:`main_figure` as plain dicts ``{"data": [...], "layout": {...}}`` (arrays as NumPy arrays): what a
     page sends to the browser, without building plotly objects (see :func:`explorer.ui.widgets.plotly_chart`)."""
@@ -642,6 +645,8 @@ def main_figure_spec(
             layout, clip_windows, col, name=CLIP_LABEL, colour=KIND_COLOURS["boundary"], opacity=0.10,
             showlegend=col == 1,
         )  # fmt: skip
+        if "custom_grad" in columns:  # where a view found the custom gradient unequal to the true one
+            _shade(layout, list(differ), col, name=DIFFER_LABEL, colour=DIFFER_COLOUR, opacity=0.12, showlegend=True)
         if "true_grad" in columns:
             missing = _x_runs(x_full, result["true_grad_missing"].to_numpy(dtype=bool))
             _shade(

@@ -68,6 +68,57 @@ def cached_view(key: tuple) -> View:
     )
 
 
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_signature_view(key: tuple) -> View:
+    """Sweep and special points of a loaded function's view: ``key`` = (op, view, params, lo, hi, n, dtype,
+    upstream) of :func:`_signature_key`; computed in the worker (:func:`explorer.loaded.view_sweep_and_points`)."""
+    op, view, params, lo, hi, n, dtype, upstream = key
+    result, points = loaded.view_sweep_and_points(op, view, dict(params), lo, hi, n, upstream, dtype)
+    status = points["status"].tolist()
+    return View(
+        result,
+        points,
+        arrow_table(display_columns(points)),
+        tuple((x, note) for x, note, s in zip(points["x"].tolist(), points["note"], status, strict=True) if s == "undeclared"),
+        (),
+    )
+
+
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_signature_shown(shown_key: tuple) -> Shown:
+    from explorer.explore.signature_views import disagreements
+
+    key, overlay = shown_key
+    view = cached_signature_view(key)
+    frame = view.result.frame
+    differ = disagreements(frame["x"].to_numpy(), frame["true_grad"].to_numpy(), frame["custom_grad"].to_numpy())
+    spec = figures.main_figure_spec(view.result, view.points, overlay=overlay, differ=differ)
+    if key[1].kind == "line":
+        spec = _line_axes(spec)
+    return Shown(ReadyFigure(spec), _metrics_arrow([view.result], [key[0]]))
+
+
+def _line_axes(spec: dict) -> dict:
+    """The line view's axes named for what they show: t, s(t) and ds/dt (a copy: the figure spec is cached)."""
+    layout = dict(spec["layout"])
+    for name, axis in spec["layout"].items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and "title" in axis:
+            text = axis["title"].get("text")
+            renamed = {"x": "t", "forward y": "s(t)", "dy/dx": "ds/dt"}.get(text, text)
+            layout[name] = {**axis, "title": {**axis["title"], "text": renamed}}
+    return {**spec, "layout": layout}
+
+
+@st.cache_resource(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def cached_signature_compare(compare_key: tuple):
+    """Compare figure and metrics of one loaded function's view at several values of one slider input:
+    ``compare_key`` = (keys, labels), each key as :func:`_signature_key`."""
+    keys, labels = compare_key
+    views = [cached_signature_view(key) for key in keys]
+    spec = figures.compare_figure_spec([v.result for v in views], list(labels), [v.points for v in views])
+    return ReadyFigure(spec), _metrics_arrow([v.result for v in views], list(labels))
+
+
 @dataclass(frozen=True)
 class Shown:
     """What the page sends for a view and an overlay setting: the main figure and the metrics table (as
@@ -148,7 +199,16 @@ def _initial_state() -> url_state.ExploreState:
     return st.session_state[STATE_KEY]
 
 
+SIGNATURE_WIDGETS = ("w.in", "w.wrt", "w.out", "w.seed", "w.origin", "w.sig_cmp", "w.sig_values")
+
+
+def _forget_signature_widgets() -> None:
+    for key in SIGNATURE_WIDGETS:
+        st.session_state.pop(key, None)
+
+
 def _on_op_change() -> None:
+    _forget_signature_widgets()
     current: url_state.ExploreState = st.session_state[STATE_KEY]
     new_state = current.with_op(st.session_state["w.op"])
     st.session_state[STATE_KEY] = new_state
@@ -167,6 +227,9 @@ def _on_reset() -> None:
     current: url_state.ExploreState = st.session_state[STATE_KEY]
     fresh = url_state.default_state().with_op(current.op)
     st.session_state[STATE_KEY] = fresh
+    _forget_signature_widgets()
+    for name, param in url_state.input_params(current.op).items():
+        st.session_state[_input_key(current.op, name)] = float(param.default)
     _seed_widgets(fresh, overwrite=True)
     st.session_state[NOTICES_KEY] = []
 
@@ -308,6 +371,13 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
             format_func=_op_label,
         )
         state = replace(state, compare="ops", compare_ops=tuple(chosen) or state.compare_ops)
+        views = [key for key in chosen if loaded.is_loaded(key) and not loaded.layout(key).simple]
+        for key in views:
+            st.caption(
+                f"{key} is left out of this comparison: it is drawn along its own inputs, outputs or line, not as one "
+                "elementwise curve of x; compare it on its own page, at several values of one of its inputs."
+            )
+        chosen = [key for key in chosen if key not in views]
         runs = [(key, {}) for key in chosen]
         labels = list(chosen)
     else:
@@ -341,6 +411,192 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
     return state
 
 
+# -- a loaded function of any signature --------------------------------------------------------------------
+def _input_key(op: str, name: str) -> str:
+    return f"w.i.{op}.{name}"
+
+
+def _signature_key(state: url_state.ExploreState, view) -> tuple:
+    from explorer.explore.signature_views import held_name
+
+    values = {**state.resolved_params(), **{held_name(k): v for k, v in _input_values(state).items()}}
+    spec = loaded.view_spec(state.op, view)
+    params = tuple(sorted(spec.resolve({k: v for k, v in values.items() if k in spec.param_names}).items()))
+    return (state.op, view, params, state.lo, state.hi, state.n, state.dtype, state.upstream)
+
+
+def _input_values(state: url_state.ExploreState) -> dict[str, float]:
+    defaults = {name: p.default for name, p in url_state.input_params(state.op).items()}
+    return {**defaults, **state.inputs}
+
+
+def _signature_controls(state: url_state.ExploreState, layout) -> tuple[url_state.ExploreState, object]:
+    """The swept input, the gradient's input, the output, the line's seed and the slider inputs; returns the
+    state with them and the validated view."""
+    from explorer.explore import signature_views as sv
+
+    base = sv.validate_view(layout, sv.View(swept=state.swept, wrt=state.wrt, output=state.output, seed=state.seed, origin=state.origin))
+    defaults = {"w.in": base.swept, "w.wrt": base.wrt, "w.out": base.output, "w.seed": base.seed, "w.origin": base.origin}
+    for key, value in defaults.items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+    names = list(layout.inputs)
+    columns = st.columns(4)
+    if len(names) > 1:
+        columns[0].selectbox("Swept input", names, key="w.in", help="The input that runs along the sweep (x).")
+    swept = st.session_state["w.in"] if st.session_state.get("w.in") in names else base.swept
+    if base.kind == sv.CURVE and len(names) > 1:
+        columns[1].selectbox(
+            "Gradient with respect to", names, key="w.wrt",
+            help="The gradient panels show d(output)/d(this input) along the same sweep.",
+        )
+    wrt = st.session_state.get("w.wrt", swept) if base.kind == sv.CURVE else swept
+    wrt = wrt if wrt in names else swept
+    if layout.outputs > 1:
+        options = [*range(layout.outputs), sv.SUM_OF_OUTPUTS]
+        if st.session_state.get("w.out") not in options:
+            st.session_state["w.out"] = 0
+        columns[2].selectbox(
+            "Output shown", options, key="w.out",
+            format_func=lambda i: "sum of the outputs (upstream 1 on each)" if i == sv.SUM_OF_OUTPUTS else f"output {i}",
+        )
+    output = int(st.session_state.get("w.out", 0)) if layout.outputs > 1 else 0
+    seed, origin = 0, False
+    if base.kind == sv.LINE:
+        with columns[3]:
+            st.number_input("Seed of x₀, u", 0, url_state.MAX_SEED, step=1, key="w.seed",
+                            help="Draws the line's start x₀, its unit direction u and every tensor-shaped input held fixed.")
+            st.button("New line", on_click=_new_seed, help="Draw x₀ and u again (the next seed).")
+            st.checkbox("Through the origin (x₀ = 0)", key="w.origin")
+        seed, origin = int(st.session_state["w.seed"]), bool(st.session_state["w.origin"])
+    view = sv.validate_view(layout, sv.View(base.kind, swept, wrt, output, seed, origin))
+    sliders = url_state.input_params(state.op)
+    held = sv.slider_inputs(layout, view)
+    values = dict(state.inputs)
+    if held:
+        slider_columns = st.columns(min(len(held), 4))
+        for index, name in enumerate(held):
+            param = sliders[name]
+            key = _input_key(state.op, name)
+            if key not in st.session_state:
+                st.session_state[key] = float(state.inputs.get(name, param.default))
+            with slider_columns[index % len(slider_columns)]:
+                _param_widget_at(key, param)
+            values[name] = float(st.session_state[key])
+    state = replace(state, swept=swept if swept != layout.inputs[0] else "", wrt=wrt if wrt != swept else "",
+                    output=output, seed=seed, origin=origin, inputs=values)
+    return state, view
+
+
+def _new_seed() -> None:
+    st.session_state["w.seed"] = (int(st.session_state.get("w.seed", 0)) + 1) % url_state.MAX_SEED
+
+
+def _param_widget_at(key: str, param: ops.Param) -> None:
+    step = _nice_step((param.high - param.low) / 500)
+    st.slider(f"{param.name} (input held fixed)", float(param.low), float(param.high), step=step, key=key, help=param.help)
+
+
+LINE_NOTE = (
+    "Along the line {s}(t) = {s}₀ + t·u (x₀ {start}, u a unit direction, seed {seed}) the forward panel shows "
+    "s(t) = ⟨w, f({s}(t))⟩ with w all ones{out}, the true gradient is ds/dt ({how}), and the custom gradient is "
+    "⟨custom backward(w), u⟩: where the two differ, your backward is not the derivative along this line."
+)
+
+
+def _signature_note(spec: ops.OpSpec, layout, view) -> str:
+    from explorer.explore import signature_views as sv
+
+    if view.kind == sv.LINE:
+        out = ""
+        if layout.outputs > 1:
+            out = " on every output" if view.output == sv.SUM_OF_OUTPUTS else f" on output {view.output}, zeros on the others"
+        how = "autodiff of your declared forward" if spec.true_gradient == "autodiff" else "a float64 central difference of s"
+        start = "= 0" if view.origin else ("drawn uniformly from [0.1, 2]" if layout.positive else "drawn uniformly from [-2, 2]")
+        return LINE_NOTE.format(s=view.swept, start=start, seed=view.seed, out=out, how=how)
+    held = [name for name in layout.inputs if name != view.swept]
+    held_text = f"; {', '.join(held)} held at the slider values" if held else ""
+    return (
+        f"{view.swept} runs along the sweep{held_text}; the gradient panels show the derivative of "
+        f"{'the sum of the outputs' if view.output == sv.SUM_OF_OUTPUTS else f'output {view.output}'} with respect to "
+        f"{view.wrt} at each point (true: a float64 central difference of your forward; custom: your backward)."
+    )
+
+
+def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.ExploreState, View | None, ReadyFigure | None]:
+    """The figure of a loaded function that is not one input, one output, elementwise."""
+    st.info(f"**Shape.** `{state.op}` is {literal(layout.describe())}.")
+    state, view = _signature_controls(state, layout)
+    try:
+        key = _signature_key(state, view)
+        shown_view = cached_signature_view(key)
+    except loaded.UserOpError as error:
+        st.error(f"**Your op failed.** {literal(error)}. Other ops and every control still work.", icon="🛑")
+        return state, None, None
+    except ValueError as error:
+        st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
+        return state, None, None
+    shown = cached_signature_shown((key, state.overlay))
+    show_figure(shown.figure, key="main_figure", config={"displaylogo": False})
+    st.caption(_signature_note(shown_view.result.spec, layout, view))
+    yours.graph_notes(state.op)
+    for x, note in shown_view.undeclared:
+        st.caption(f"Special point at {'t' if view.kind == 'line' else view.swept} = {x:.6g}: {note}")
+    st.subheader("Special points")
+    if shown_view.points.empty:
+        st.caption("No special points in this range: forward and gradients are smooth here.")
+    else:
+        st.dataframe(shown_view.shown_table, hide_index=True)
+    st.subheader("Metrics")
+    st.dataframe(shown.metrics, hide_index=True)
+    return state, shown_view, shown.figure
+
+
+def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state.ExploreState:
+    """Compare for a loaded function of any signature: the view at several values of one slider input."""
+    from explorer.explore import signature_views as sv
+
+    st.subheader("Compare")
+    held = sv.slider_inputs(layout, view)
+    if not held:
+        st.caption(
+            f"Nothing to compare here: `{state.op}` has no scalar input to hold at several values, and another "
+            "function's view is drawn along its own inputs and line, so the curves would not share an axis."
+        )
+        return state
+    sliders = url_state.input_params(state.op)
+    if st.session_state.get("w.sig_cmp") not in held:
+        st.session_state["w.sig_cmp"] = state.compare_input if state.compare_input in held else held[0]
+        st.session_state.pop("w.sig_values", None)
+    col_name, col_values = st.columns([1, 2])
+    name = col_name.selectbox("Input", held, key="w.sig_cmp", on_change=lambda: st.session_state.pop("w.sig_values", None))
+    param = sliders[name]
+    if "w.sig_values" not in st.session_state:
+        values = state.compare_input_values if name == state.compare_input and state.compare_input_values else (
+            param.low, param.default, param.high)
+        st.session_state["w.sig_values"] = ", ".join(f"{v:g}" for v in values)
+    text = col_values.text_input("Values (comma-separated)", key="w.sig_values")
+    values, problems = url_state.parse_input_values(param, text)
+    for problem in problems:
+        st.warning(f"Ignored compare value {literal(problem)}.")
+    state = replace(state, compare_input=name, compare_input_values=values or state.compare_input_values)
+    if not values:
+        st.caption("Give at least one value to compare.")
+        return state
+    try:
+        keys = tuple(_signature_key(replace(state, inputs={**state.inputs, name: v}), view) for v in values)
+        figure, table = cached_signature_compare((keys, tuple(f"{name} = {v:g}" for v in values)))
+    except ValueError as error:
+        st.error(f"Cannot compare: {literal(error)}")
+        return state
+    col_figure, col_table = st.columns([3, 2])
+    with col_figure:
+        show_figure(figure, key="compare_figure")
+    with col_table:
+        st.dataframe(table, hide_index=True)
+    return state
+
+
 def page() -> None:
     state = _sidebar()
     st.session_state[STATE_KEY] = state
@@ -352,6 +608,19 @@ def page() -> None:
     _header(spec)
     st.toggle("Overlay true and custom gradient on one axis", key="w.overlay")
     state = replace(state, overlay=bool(st.session_state["w.overlay"]))
+
+    layout = loaded.layout(spec.key) if loaded.is_loaded(spec.key) else None
+    if layout is not None and layout.failure is not None:
+        st.error(f"**Your op failed.** {literal(layout.failure)}. Other ops and every control still work.", icon="🛑")
+        _finish(state, spec, None, None)
+        return
+    if layout is not None and not layout.simple:
+        state, view, figure = _signature_page(state, layout)
+        if view is not None:
+            yours.checks(spec.key, state.resolved_params())
+            state = _signature_compare(state, layout, view.result.view)
+        _finish(state, spec, view, figure)
+        return
 
     try:
         view = cached_view(_key(state))
@@ -383,8 +652,12 @@ def page() -> None:
     if loaded.is_loaded(spec.key):
         yours.checks(spec.key, state.resolved_params())
     state = _compare_section(state)
+    _finish(state, spec, view, figure if view is not None else None)
 
-    if view is not None:
+
+def _finish(state: url_state.ExploreState, spec: ops.OpSpec, view: View | None, figure: ReadyFigure | None) -> None:
+    """Downloads and the URL."""
+    if view is not None and figure is not None:
         result = view.result
         st.subheader("Downloads")
         col_csv, col_html = st.columns(2)

@@ -147,6 +147,9 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
                 runs.append(train.Run(spec, None, gradient, layer=layer.layer_class))
                 continue
             spec = user_op if user_op is not None and key == user_op.key else loaded.get(key)
+            reason = loaded.untrainable(key) if loaded.is_loaded(key) else None
+            if reason is not None:
+                raise ValueError(f"{key} is unavailable for training: it {reason} (the Explore page draws it)")
             params = _parse_params(spec, row.params if isinstance(row.params, str) else "")
             run = train.Run(spec, params, gradient)
             unusable = loaded.problem(key, run.params) if loaded.is_loaded(key) else None
@@ -247,6 +250,13 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
             "params": st.column_config.TextColumn("parameters", help="e.g. alpha=4, threshold=0.5; empty for defaults"),
         },
     )
+    unavailable = {key: loaded.untrainable(key) for key in yours.ops}
+    unavailable = {key: reason for key, reason in unavailable.items() if reason is not None}
+    if unavailable:
+        st.caption(
+            "Unavailable for training (offered in the op choice, refused with this reason): "
+            + "; ".join(f"`{key}` {literal(reason)}" for key, reason in unavailable.items())
+        )
     runs, problems = _runs_from_table(table, user_op)
     if not runs:
         problems.append("Add at least one run.")
