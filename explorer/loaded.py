@@ -630,7 +630,8 @@ def checks(key: str, params: Mapping[str, float], *, time_limit: float = CHECK_T
 # turns and never hold up the sweeps of the interactive lane). Its runs share data and initial weights,
 # so the whole session goes, built-in runs too. The server keeps a WorkerSession: the same interface the
 # page uses of trainer.Session, each method one worker call that returns the session's state.
-MAX_WORKER_SESSIONS = 12  # sessions the training worker keeps (the oldest is dropped first)
+MAX_WORKER_SESSIONS = 12  # sessions the training worker keeps: the least recently used is dropped (a page
+# discards its session without telling the worker; one dropped but asked again is rebuilt, see WorkerSession._ask)
 _SESSIONS: OrderedDict[str, Any] = OrderedDict()  # in the training worker: session id -> trainer.Session
 
 
@@ -710,10 +711,6 @@ def _reset_here(session_id: str) -> tuple:
     session = _session_here(session_id)
     session.reset()
     return _state_here(session)
-
-
-def _close_here(session_id: str) -> None:
-    _SESSIONS.pop(session_id, None)
 
 
 def _predictions_here(session_id: str, resolution: int) -> list:
@@ -840,14 +837,6 @@ class WorkerSession:
                     self._fail(str(error.args[0]))
             empty = train.predict_grid(_NanModel(), self.dataset, resolution=resolution)
             return [empty for _ in self.runs]
-
-    def close(self) -> None:
-        """Drop the models in the worker (a new session replaces this one)."""
-        if self._failure is None and not _IN_WORKER[0]:
-            try:
-                self._remote(_close_here, self.id, seconds=0.0)
-            except Exception:  # noqa: BLE001 - nothing to keep: the worker drops old sessions anyway
-                pass
 
 
 class _NanModel:

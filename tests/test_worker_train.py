@@ -67,6 +67,10 @@ def test_a_loaded_op_trains_in_the_worker_with_the_numbers_of_training_here(trai
         np.testing.assert_array_equal(grid.x, expected.x)
         np.testing.assert_allclose(grid.values, expected.values, rtol=1e-5, atol=1e-6)
         assert grid.values.shape == (30, 30)
+    remote.reset()  # back to the initial weights and optimiser state, in the worker
+    assert remote.snapshot()[0] == 0 and remote.train_to(3) == 3
+    for remote_loss, here_loss in zip(_losses(remote.results()), _losses(here_results), strict=True):
+        np.testing.assert_array_equal(remote_loss, here_loss[:3])
 
 
 def test_a_backward_that_blocks_on_a_later_batch_fails_the_session_after_the_time_limit(training_env):
