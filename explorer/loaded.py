@@ -16,10 +16,11 @@ Conventions:
   :func:`reset` forgets the loaded ops (tests change the environment and call it).
 * User code is not trusted to behave, and never runs in this (the server's) process: the server imports
   the operator's modules to read their names, signatures and declarations, and every call into them
-  runs in a worker process (:mod:`explorer.worker`) that imports them once and stays warm. Two workers:
-  ``interactive`` for sweeps and probes (short calls, all sessions share it) and ``background`` for the
-  checker's results and finding the op a layer calls (seconds each), so a check never delays a sweep.
-  :func:`start_workers` starts both with the server.
+  runs in a worker process (:mod:`explorer.worker`) that imports them once and stays warm. Three workers:
+  ``interactive`` for sweeps and probes (short calls, all sessions share it), ``background`` for the
+  checker's results and finding the op a layer calls (seconds each), so a check never delays a sweep, and
+  ``training`` for Train-page sessions with a loaded op or layer (:class:`WorkerSession`, one tick's
+  budget per call). :func:`start_workers` starts the first with the server; the others start when first needed.
 * :func:`sweep` probes a loaded op's forward and backward on a few points first (exception, NaN
   everywhere, wrong shape or dtype: a :class:`UserOpError` naming it, in place of the figure), sweeps
   it and finds its special points, all in one worker call (the arrays cross once per sweep); when it
@@ -316,12 +317,14 @@ def _worker_start(targets: tuple[str, ...], cwd: str) -> None:
 
 
 _IN_WORKER = [False]
-LANES = ("interactive", "background")
+LANES = ("interactive", "background", "training")
+TRAINING = 2  # the lane of training sessions with a loaded op or layer (see WorkerSession)
 
 
 def _worker(lane: int) -> worker.Worker:
-    """The interactive (0) or background (1) worker of the loaded ops, started if need be (the
-    background one at its first call: it is not needed before the first figure)."""
+    """The interactive (0), background (1) or training (2) worker of the loaded ops, started if need be
+    (the background one at its first call, the training one at the first Train-page probe: neither is
+    needed before the first figure)."""
     here = current()
     return worker.shared(LANES[lane], user_code_warm(here.targets, here.cwd))
 
@@ -347,7 +350,7 @@ def worker_pids() -> dict[str, int]:
 
 
 def _call(lane: int, function: Callable[..., Any], *args: Any, time_limit: float) -> Any:
-    """``function(*args)`` in the interactive (0) or background (1) worker; in a worker, right here."""
+    """``function(*args)`` in the interactive (0), background (1) or training (2) worker; in a worker, right here."""
     if _IN_WORKER[0]:
         return function(*args)
     return _worker(lane).call(function, *args, time_limit=time_limit)
@@ -563,6 +566,8 @@ def problem(key: str, params: Mapping[str, float] | None = None) -> str | None:
         return None
     resolved = spec.resolve(params)
     remembered = (spec.key, tuple(sorted(resolved.items())))
+    if not _IN_WORKER[0]:
+        _worker(TRAINING)  # started now (non-blocking): warm by the time the page asks it to train
     if remembered not in _USABLE:
         try:
             _call(0, _problem_here, spec.key, dict(resolved), time_limit=worker.call_seconds())
@@ -801,3 +806,225 @@ def untrainable(key: str) -> str | None:
     if found.reads_variables:
         return "reads a tf.Variable; the model trains its own weights only"
     return None
+
+
+# -- training in the worker ------------------------------------------------------------------------------
+# A Train-page session with at least one run of a loaded op or layer trains in the training worker (lane
+# TRAINING, one process for every such session: a training call is one tick's budget, so sessions take
+# turns and never hold up the sweeps of the interactive lane). Its runs share data and initial weights,
+# so the whole session goes, built-in runs too. The server keeps a WorkerSession: the same interface the
+# page uses of trainer.Session, each method one worker call that returns the session's state.
+MAX_WORKER_SESSIONS = 12  # sessions the training worker keeps: the least recently used is dropped (a page
+# discards its session without telling the worker; one dropped but asked again is rebuilt, see WorkerSession._ask)
+_SESSIONS: OrderedDict[str, Any] = OrderedDict()  # in the training worker: session id -> trainer.Session
+
+
+def needs_worker(runs: Any) -> bool:
+    """True if any of these trainer Runs calls a loaded op or layer (the session then trains in a worker)."""
+    return any(run.layer is not None or (run.op is not None and is_loaded(run.spec.key)) for run in runs)
+
+
+def _describe(run: Any) -> tuple:
+    """A trainer Run as the worker rebuilds it: ``(kind, key or spec, params or op key, gradient)``;
+    loaded ops and layers go by key (the worker loaded the same modules), an editor op as its spec."""
+    if run.layer is not None:
+        keys = [key for key, item in current().layers.items() if item.layer_class is run.layer]
+        if not keys:
+            raise ValueError(f"{run.layer.__name__} is not a layer loaded with GRADIENT_EXPLORER_OPS")
+        return ("layer", keys[0], None if run.op is None else run.spec.key, run.gradient)
+    if run.op is None:
+        return ("relu", None, None, run.gradient)
+    spec = run.spec
+    if spec.builtin or is_loaded(spec.key):
+        return ("op", spec.key, dict(run.params), run.gradient)
+    return ("spec", spec, dict(run.params), run.gradient)
+
+
+def _run_here(description: tuple) -> Any:
+    from explorer.train import trainer as train
+
+    kind, what, extra, gradient = description
+    if kind == "layer":
+        return train.Run(None if extra is None else get(extra), None, gradient, layer=current().layers[what].layer_class)
+    if kind == "relu":
+        return train.Run(None, None, gradient)
+    return train.Run(get(what) if kind == "op" else what, extra, gradient)
+
+
+def _state_here(session: Any) -> tuple:
+    """``(epoch, finished, [(status, history, diverged epoch, seconds, steps/s, error) per run])``."""
+    epoch, results = session.snapshot()
+    rows = [(r.status, r.history, r.diverged_epoch, r.seconds, r.steps_per_second, r.error) for r in results]
+    return epoch, session.finished, rows
+
+
+def _session_here(session_id: str) -> Any:
+    session = _SESSIONS.get(session_id)
+    if session is None:
+        raise LookupError(
+            "its models are no longer in the training worker (the worker was replaced after a failure, or more "
+            f"than {MAX_WORKER_SESSIONS} sessions trained since); press Start to train again"
+        )
+    _SESSIONS.move_to_end(session_id)
+    return session
+
+
+def _new_session_here(session_id: str, dataset: Any, descriptions: list, options: dict) -> tuple:
+    from explorer.train import trainer as train
+
+    session = train.Session(dataset, [_run_here(d) for d in descriptions], **options)
+    _SESSIONS[session_id] = session
+    while len(_SESSIONS) > MAX_WORKER_SESSIONS:
+        _SESSIONS.popitem(last=False)
+    return _state_here(session)
+
+
+def _train_to_here(session_id: str, target: int, seconds: float | None) -> tuple:
+    session = _session_here(session_id)
+    session.train_to(target, seconds=seconds)
+    return _state_here(session)
+
+
+def _step_here(session_id: str, epochs: int) -> tuple:
+    session = _session_here(session_id)
+    session.step(epochs)
+    return _state_here(session)
+
+
+def _reset_here(session_id: str) -> tuple:
+    session = _session_here(session_id)
+    session.reset()
+    return _state_here(session)
+
+
+def _predictions_here(session_id: str, resolution: int) -> list:
+    from explorer.train import trainer as train
+
+    session = _session_here(session_id)
+    return [train.predict_grid(r.model, session.dataset, resolution=resolution) for r in session.results()]
+
+
+class WorkerSession:
+    """A trainer Session that lives in the training worker, seen from the server: ``train_to``, ``step``,
+    ``reset``, ``snapshot`` (results without their models), ``finished``, ``dataset``, ``runs`` and
+    :meth:`predictions` (the decision-boundary grids, computed in the worker). A worker that ends, is
+    killed or overruns during a call fails every run still training with how it ended (status "failed");
+    the worker is replaced, this server and the other sessions go on (a session the replaced worker held
+    is built again in the new one and retrained to its epoch at its next call: see :meth:`_ask`).
+
+    Time limit of one call: :func:`explorer.worker.call_seconds` per run (the first chunk traces each run's
+    training step), plus the call's training budget."""
+
+    def __init__(self, dataset: Any, runs: Any, **options: Any) -> None:
+        import uuid
+
+        self.dataset = dataset
+        self.runs = list(runs)
+        self.id = uuid.uuid4().hex
+        self._lock = threading.RLock()
+        self._failure: str | None = None
+        self._descriptions = [_describe(run) for run in self.runs]
+        self._options = dict(options)
+        try:
+            state = self._remote(_new_session_here, self.id, dataset, self._descriptions, self._options, seconds=0.0)
+        except worker.NotSendable:
+            raise ValueError(
+                "an editor op cannot be trained in one session with a loaded op or layer; compare them in two sessions"
+            ) from None
+        except (worker.WorkerFailure, LookupError) as error:
+            raise ValueError(f"the models could not be built: {getattr(error, 'how', error)}") from None
+        self._set(state)
+
+    def _remote(self, function: Callable[..., Any], *args: Any, seconds: float) -> tuple:
+        limit = worker.call_seconds() * max(1, len(self.runs)) + seconds
+        return _call(TRAINING, function, *args, time_limit=limit)
+
+    def _set(self, state: tuple) -> None:
+        from explorer.train import trainer as train
+
+        epoch, finished, rows = state
+        self.epoch, self._finished = epoch, finished
+        self._results = [
+            train.RunResult(run, status, history, diverged, seconds, rate, None, error)
+            for run, (status, history, diverged, seconds, rate, error) in zip(self.runs, rows, strict=True)
+        ]
+
+    def _fail(self, how: str) -> None:
+        """Every run still training fails with ``how`` (kept: the history trained so far)."""
+        self._failure = how
+        self._finished = True
+        for result in self._results:
+            if result.status in ("ok", "no_gradient"):
+                result.status, result.error = "failed", how
+
+    def _update(self, function: Callable[..., Any], *args: Any, seconds: float = 0.0) -> None:
+        if self._failure is not None:
+            return
+        try:
+            self._set(self._ask(function, *args, seconds=seconds))
+        except worker.WorkerFailure as error:
+            self._fail(f"the training step {error.how}; the worker process was replaced")
+        except LookupError as error:
+            self._fail(str(error.args[0]))
+
+    def _ask(self, function: Callable[..., Any], *args: Any, seconds: float) -> Any:
+        """``function(id, *args)`` in the worker; if the worker no longer has this session (another
+        session's op ended it, or it dropped the oldest), the session is built again there and trained
+        back to its epoch first (training is deterministic: same seed, same batches, same numbers)."""
+        try:
+            return self._remote(function, self.id, *args, seconds=seconds)
+        except LookupError:
+            pass
+        self._remote(_new_session_here, self.id, self.dataset, self._descriptions, self._options, seconds=0.0)
+        if self.epoch > 0:
+            self._remote(_train_to_here, self.id, self.epoch, None, seconds=0.0)
+        return self._remote(function, self.id, *args, seconds=seconds)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def train_to(self, target_epoch: int, *, seconds: float | None = None) -> int:
+        with self._lock:
+            if not self._finished and target_epoch > self.epoch:
+                self._update(_train_to_here, int(target_epoch), seconds, seconds=seconds or 0.0)
+            return self.epoch
+
+    def step(self, epochs: int = 1) -> list:
+        with self._lock:
+            self._update(_step_here, int(epochs))
+            return list(self._results)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._update(_reset_here)
+
+    def snapshot(self) -> tuple[int, list]:
+        with self._lock:
+            return self.epoch, list(self._results)
+
+    def results(self) -> list:
+        return self.snapshot()[1]
+
+    def predictions(self, resolution: int = 100) -> list:
+        """One :class:`explorer.train.trainer.GridPrediction` per run, computed in the worker; NaN grids
+        once the session failed (its models are gone with its worker)."""
+        from explorer.train import trainer as train
+
+        with self._lock:
+            if self._failure is None:
+                try:
+                    return self._ask(_predictions_here, int(resolution), seconds=0.0)
+                except worker.WorkerFailure as error:
+                    self._fail(f"drawing its predictions {error.how}; the worker process was replaced")
+                except LookupError as error:
+                    self._fail(str(error.args[0]))
+            empty = train.predict_grid(_NanModel(), self.dataset, resolution=resolution)
+            return [empty for _ in self.runs]
+
+
+class _NanModel:
+    """Stands in for a model lost with its worker: NaN everywhere (an empty plot)."""
+
+    def __call__(self, points: Any, training: bool = False) -> Any:
+        return tf.fill((tf.shape(points)[0], 1), float("nan"))

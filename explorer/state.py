@@ -323,11 +323,11 @@ def signature_query(state: ExploreState) -> dict[str, str]:
     defaults = input_params(state.op)
     for name, value in state.inputs.items():
         if name in defaults and value != defaults[name].default:
-            query[INPUT_PREFIX + name] = _fmt(value)
+            query[INPUT_PREFIX + name] = url_number(value)
     if state.compare_input in defaults:
         query["cmp_in"] = state.compare_input
         if state.compare_input_values:
-            query["cmp_in_values"] = ",".join(_fmt(v) for v in state.compare_input_values)
+            query["cmp_in_values"] = ",".join(url_number(v) for v in state.compare_input_values)
     return query
 
 

@@ -276,8 +276,17 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
     return config, problems, int(epochs)
 
 
-def _new_session(config: TrainConfig) -> train.Session:
-    return presets.TrainSetup(**{field.name: getattr(config, field.name) for field in fields(config)}).new_session()
+def _new_session(config: TrainConfig) -> train.Session | loaded.WorkerSession:
+    """A session of these controls; one with a run of a loaded op or layer trains in the training worker
+    (:class:`explorer.loaded.WorkerSession`), built-in ops train here."""
+    setup = presets.TrainSetup(**{field.name: getattr(config, field.name) for field in fields(config)})
+    if not loaded.needs_worker(config.runs):
+        return setup.new_session()
+    dataset = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
+    return loaded.WorkerSession(
+        dataset, config.runs, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
+        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed,
+    )  # fmt: skip
 
 
 def _ensure_session(config: TrainConfig) -> train.Session | None:
@@ -436,7 +445,7 @@ def _training_view() -> None:
     _gradient_flow_view(session, results, epoch, live_step=max(1, target // LIVE_LAYER_STEPS) if running else None)
     if was_running and not running:
         st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
-    if not running and epoch > 0:
+    if not running and (epoch > 0 or any(r.status == "failed" for r in results)):  # a failure in the first chunk too
         _results_view(session, epoch, results)
 
 
@@ -511,7 +520,10 @@ def _predictions(session: train.Session, epoch: int, results: list[train.RunResu
     key = (id(session), epoch)
     cached = st.session_state.get(PREDICTIONS_KEY)
     if cached is None or cached[0] != key:
-        predictions = [train.predict_grid(result.model, session.dataset, resolution=80) for result in results]
+        if isinstance(session, loaded.WorkerSession):  # its models are in the training worker
+            predictions = session.predictions(resolution=80)
+        else:
+            predictions = [train.predict_grid(result.model, session.dataset, resolution=80) for result in results]
         st.session_state[PREDICTIONS_KEY] = cached = (key, predictions)
     return cached[1]
 
