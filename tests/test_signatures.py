@@ -300,3 +300,16 @@ def test_a_factory_closure_bound_at_module_level_is_found_and_checked(tmp_path):
     rows = {r["check"]: r for r in json.loads(out.getvalue())}
     assert code == 0 and {r["level"] for r in rows.values()} <= {"pass", "warn"}
     assert "x = 0.5 (jump)" in rows["special_points"]["message"]  # the bound threshold, found by the sweep
+
+
+def test_keras_fit_builds_and_fits_a_model_at_two_input_assignments():
+    """A product and a bias add are fitted at two assignments of different shapes each, the matmul at
+    (2, 3) @ (3, 4) and (5, 2) @ (2, 3) (m, k, n all different: a missing transpose cannot fit both)."""
+    user, found = found_for(matmul)
+    result = general.check_keras_fit(user, found, lambda inputs: user.call_all(inputs))
+    assert result.level == "pass"
+    assert "inputs a (2, 3), b (3, 4)" in result.message and "inputs a (5, 2), b (2, 3)" in result.message
+    assert result.message.count("after it (finite)") == 2
+    user, found = found_for(bias_add)
+    result = general.check_keras_fit(user, found, lambda inputs: user.call_all(inputs))
+    assert result.level == "pass" and "and at another input assignment" in result.message

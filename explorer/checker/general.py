@@ -508,16 +508,40 @@ def _flat(outputs: Sequence[tf.Tensor], batch: int) -> tf.Tensor:
     return tf.concat([tf.cast(c, tf.float32) for c in columns], axis=1)
 
 
+KERAS_FIT_ASSIGNMENTS = 2  # models built and fitted, at different input shapes where the function has them
+
+
 def check_keras_fit(user, found: Found, call: Callable) -> Check:
+    """:func:`_fit_once` at the first :data:`KERAS_FIT_ASSIGNMENTS` working assignments of different shapes
+    with a batch axis for x (a missing transpose or an unreduced broadcast often fits one shape only)."""
+    chosen: list[Assignment] = []
+    for assignment in found.working:
+        if assignment.dtype in ("float32", "float64") and assignment.shapes[0]:
+            if all(assignment.shapes != other.shapes for other in chosen):
+                chosen.append(assignment)
+        if len(chosen) == KERAS_FIT_ASSIGNMENTS:
+            break
+    if not chosen:
+        return _result("keras_fit", "warn", "not run: no assignment with a batch axis for x that runs in float32")
+    results = [_fit_once(user, assignment, call) for assignment in chosen]
+    for level in ("fail", "warn"):
+        for result in results:
+            if result.level == level:
+                return result
+    if len(results) == 1:
+        return results[0]
+    first, *others = results
+    also = "; ".join(result.message.removeprefix("one Model.fit step: ") for result in others)
+    return _result("keras_fit", "pass", f"{first.message}; and at another input assignment: {also}")
+
+
+def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
     """A model fitting the signature: x comes from a Dense layer (batch = x's leading axis), every other input
     is a trainable weight of its shape, outputs are flattened into a Dense(1); the variables the function
     reads are trained too (Keras does not track a plain tf.Variable, so the train step adds them) and put
     back afterwards."""
     import keras
 
-    assignment = next((a for a in found.working if a.dtype == "float32" or a.dtype == "float64"), None)
-    if assignment is None or not assignment.shapes[0]:
-        return _result("keras_fit", "warn", "not run: no assignment with a batch axis for x that runs in float32")
     keras.utils.set_random_seed(0)
     batch, features = assignment.shapes[0][0], int(np.prod(assignment.shapes[0][1:], dtype=int))
     probe = evaluate(call, tensors(assignment.values(4), "float32"))
