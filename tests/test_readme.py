@@ -1,13 +1,15 @@
 """Every ```python block of README.md (and of docs/*.md) runs, so the documentation cannot drift from the code.
 
 Each block runs in a fresh namespace in its own process, with the clone's root on ``sys.path`` (a block
-may import ``ops``, ``explorer`` and ``examples.*``) and a temporary folder as its working directory. A
-block that defines ``test_*`` functions (the guardrail example) has them called too, as pytest would.
+may import ``ops``, ``explorer`` and ``examples.*``) and a temporary folder as its working directory, holding
+a copy of ``tests/snapshots`` (the README's pinned example compares against the committed snapshot, as in a
+team's clone; with ``CI=true`` a missing one fails, as it should). A block that defines ``test_*`` functions (the guardrail example) has them called too, as pytest would.
 Blocks in other languages (shell, text) are not run.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +56,7 @@ def test_the_readme_has_python_blocks():
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
 def test_documented_python_block_runs(where, code, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    shutil.copytree(ROOT / "tests" / "snapshots", tmp_path / "tests" / "snapshots")
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, code, where], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
     )

@@ -276,11 +276,13 @@ def test_pytest_update_snapshots_re_records(pinned, tmp_path):
     assert record(path)["values"]["float32"]["gradient"].max() == 1.5
 
 
-def test_a_positional_only_parameter_is_passed_when_pinning(tmp_path):
+def test_a_positional_only_parameter_is_passed_when_pinning(tmp_path, monkeypatch):
     """examples/spike.py's slope is positional-only, so its backward returns two gradients: calling it with x
     alone raises, and a snapshot that did so recorded no dtype at all."""
     from examples.spike import fast_sigmoid_spike
 
+    monkeypatch.delenv("CI", raising=False)  # recording is what is tested (CI=true never records)
+    monkeypatch.delenv(snapshot.UPDATE_VARIABLE, raising=False)
     path = tmp_path / "spike.json"
     with pytest.warns(UserWarning, match="recorded"):
         assert_custom_gradient(fast_sigmoid_spike, snapshot=str(path))
@@ -291,10 +293,11 @@ def test_a_positional_only_parameter_is_passed_when_pinning(tmp_path):
     np.testing.assert_array_equal(values["float64"]["forward"], (x > 0).astype(float))
 
 
-def test_the_readme_example_snapshot_still_matches():
+def test_the_readme_example_snapshot_still_matches(monkeypatch):
     """tests/snapshots/fast_sigmoid_spike.json is the README's example, recorded and committed."""
     from examples.spike import fast_sigmoid_spike
 
+    monkeypatch.delenv(snapshot.UPDATE_VARIABLE, raising=False)  # compared, never re-recorded
     path = Path(__file__).resolve().parent / "snapshots" / "fast_sigmoid_spike.json"
     results = assert_custom_gradient(fast_sigmoid_spike, snapshot=str(path))
     assert results[-1].name == "snapshot" and results[-1].level == "pass", results[-1].message
