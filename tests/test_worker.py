@@ -9,6 +9,7 @@ import pytest
 
 from explorer import worker
 from tests.fixtures import worker_calls as calls
+from tests.processes import started_children
 
 LIMIT = 30.0  # seconds: a generous limit for calls that return; the hanging calls get SHORT
 SHORT = 1.0  # the time limit the hanging calls are cut off at (a call's own setting, not a wall-clock bound)
@@ -22,25 +23,7 @@ def plain():
     running.close()
 
 
-_BEFORE_THE_TEST: set[int] = set()
-
-
-@pytest.fixture(autouse=True)
-def _others_started_before():
-    """Workers that other tests of this process started and keep warm (the guardrail's, verify's) are not this
-    test's: children are counted against what ran when the test began."""
-    _BEFORE_THE_TEST.clear()
-    _BEFORE_THE_TEST.update(child.pid for child in psutil.Process().children(recursive=True))
-    yield
-
-
-def _children() -> set[int]:
-    """This process's child processes, less multiprocessing's resource tracker (one per process, shared)."""
-    from multiprocessing import resource_tracker
-
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    running = {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
-    return running - _BEFORE_THE_TEST
+_children = started_children
 
 
 def test_a_call_returns_its_value_and_raises_its_exception_in_another_process(plain):

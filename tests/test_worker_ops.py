@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-from multiprocessing import resource_tracker
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from explorer import loaded, worker
 from explorer.checker import user as usercheck
 from explorer.testing import assert_custom_gradient
 from tests.fixtures import crashing_ops
+from tests.processes import started_children
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests/fixtures/crashing_ops.py"
@@ -37,22 +37,7 @@ CAUSES = {
 }
 
 
-_BEFORE_THE_TEST: set[int] = set()
-
-
-@pytest.fixture(autouse=True)
-def _others_started_before():
-    """Workers that other tests of this process started and keep warm (the guardrail's, verify's) are not this
-    test's: children are counted against what ran when the test began."""
-    _BEFORE_THE_TEST.clear()
-    _BEFORE_THE_TEST.update(child.pid for child in psutil.Process().children(recursive=True))
-    yield
-
-
-def _children() -> set[int]:
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    running = {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
-    return running - _BEFORE_THE_TEST
+_children = started_children
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ rerun itself; the default does not, which is what a user dragging the slider get
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -54,6 +55,26 @@ def _forget_cached_views() -> None:
     st.cache_data.clear()
 
 
+@contextlib.contextmanager
+def _serving(target: str):
+    """``GRADIENT_EXPLORER_OPS`` = ``target`` (a path of this clone) for one measurement, with the loaded ops and
+    Streamlit's caches fresh; the variable and the loaded ops are put back afterwards."""
+    from explorer import loaded
+
+    previous = os.environ.get(loaded.OPS_ENV)
+    os.environ[loaded.OPS_ENV] = str(ROOT / target)
+    loaded.reset()
+    _forget_cached_views()
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(loaded.OPS_ENV, None)
+        else:
+            os.environ[loaded.OPS_ENV] = previous
+        loaded.reset()
+
+
 def _page(op: str):
     from streamlit.testing.v1 import AppTest
 
@@ -80,11 +101,7 @@ def measure_loaded_rerun(pairs: int = 12, warm_up: int = 2, *, settle_checks: bo
     median rerun of each page in ms. Sets ``GRADIENT_EXPLORER_OPS`` for the measurement and restores it."""
     from explorer import loaded
 
-    previous = os.environ.get(loaded.OPS_ENV)
-    os.environ[loaded.OPS_ENV] = str(ROOT / LOADED_TARGET)
-    loaded.reset()
-    _forget_cached_views()
-    try:
+    with _serving(LOADED_TARGET):
         mine, builtin = _page(LOADED_OP), _page(BUILTIN_OP)
         values = _values(2.5, 100.0, warm_up + pairs)
         ratios, mine_s, builtin_s = [], [], []
@@ -108,12 +125,6 @@ def measure_loaded_rerun(pairs: int = 12, warm_up: int = 2, *, settle_checks: bo
             "loaded_rerun_ops": f"{LOADED_OP} (loaded) vs {BUILTIN_OP} (built-in), slider {SLIDER_PARAM}",
             "loaded_rerun_checks_settled": settle_checks,
         }
-    finally:
-        if previous is None:
-            os.environ.pop(loaded.OPS_ENV, None)
-        else:
-            os.environ[loaded.OPS_ENV] = previous
-        loaded.reset()
 
 
 INPUT_OP, INPUT_TARGET, INPUT_NAME = "grad_reverse", "examples/gradient_reversal.py", "lam"
@@ -124,13 +135,7 @@ def measure_input_slider_rerun(pairs: int = 12, warm_up: int = 2) -> dict[str, A
     (``grad_reverse``'s ``lam`` slider: its view op sweeps in the worker, lam a parameter, so no retrace)
     against the rerun after a move of the built-in ``fast_sigmoid``'s ``slope``; interleaved pairs, median
     of per-pair ratios, target <= :data:`TARGET_RATIO`."""
-    from explorer import loaded
-
-    previous = os.environ.get(loaded.OPS_ENV)
-    os.environ[loaded.OPS_ENV] = str(ROOT / INPUT_TARGET)
-    loaded.reset()
-    _forget_cached_views()
-    try:
+    with _serving(INPUT_TARGET):
         mine, builtin = _page(INPUT_OP), _page(BUILTIN_OP)
         lams = [round(-1.9 + 0.13 * i, 2) for i in range(warm_up + pairs)]  # never the default 1.0
         slopes = _values(2.5, 100.0, warm_up + pairs)
@@ -157,12 +162,6 @@ def measure_input_slider_rerun(pairs: int = 12, warm_up: int = 2) -> dict[str, A
             "loaded_input_rerun_pairs": len(ratios),
             "loaded_input_rerun_ops": f"{INPUT_OP} (loaded, input {INPUT_NAME}) vs {BUILTIN_OP} (built-in, {SLIDER_PARAM})",
         }
-    finally:
-        if previous is None:
-            os.environ.pop(loaded.OPS_ENV, None)
-        else:
-            os.environ[loaded.OPS_ENV] = previous
-        loaded.reset()
 
 
 def main(argv: list[str] | None = None) -> int:
