@@ -118,6 +118,18 @@ class App:
         )
         return self.figure(key)
 
+    def wait_query_value(self, name: str, value: str) -> None:
+        """Wait until the URL's ``name`` is ``value`` and the run is over: the server has taken the value.
+
+        Key presses on a slider are sent debounced, so a run for an earlier value can end (figure changed,
+        page settled) before the last value reaches the server; this waits for the last one."""
+        self.page.wait_for_function(
+            f"([name, value]) => ({harness.SETTLED_JS})() && "
+            "new URLSearchParams(window.location.search).get(name) === value",
+            arg=[name, value],
+            timeout=SETTLE_SECONDS * 1000,
+        )
+
     def trace(self, name: str, key: str = "main_figure") -> tuple[list, list]:
         data = self.page.evaluate(TRACE_JS, [key, name])
         return data["x"], data["y"]
