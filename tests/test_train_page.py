@@ -1,5 +1,7 @@
 """The Train page, run headless with streamlit.testing.v1.AppTest."""
 
+import itertools
+
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -238,3 +240,33 @@ def test_stop_halts_training_where_it_is_and_offers_start_again():
     app.run().run()  # later runs of the page train no further
     assert app.session_state["train.session"].epoch == stopped_at
     assert button("Stop").disabled and not button("Start").disabled
+
+
+def test_epochs_per_tick_caps_each_tick_so_training_spans_a_known_number_of_ticks(monkeypatch):
+    from explorer.ui import train as train_page
+
+    monkeypatch.setenv(train_page.EPOCHS_PER_TICK_ENV, "4")
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.epochs").set_value(10).run()
+    next(b for b in app.button if b.label == "Start").click().run()
+    epochs = [app.session_state["train.session"].epoch]
+    while app.session_state["train.running"]:
+        app.run()  # one tick per run (AppTest does not tick on its own)
+        epochs.append(app.session_state["train.session"].epoch)
+    assert not app.exception
+    assert epochs[-1] == 10
+    assert all(0 < later - earlier <= 4 for earlier, later in itertools.pairwise(epochs))  # 4 at most per tick
+    assert len(epochs) >= 3  # 10 epochs at 4 a tick: at least three ticks
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "2.5", "many"])
+def test_a_bad_epochs_per_tick_names_its_allowed_range(monkeypatch, text):
+    from explorer.ui import train as train_page
+
+    monkeypatch.setenv(train_page.EPOCHS_PER_TICK_ENV, text)
+    with pytest.raises(ValueError, match="whole number of epochs >= 1"):
+        train_page.epochs_per_tick()
+    monkeypatch.setenv(train_page.EPOCHS_PER_TICK_ENV, " 12 ")
+    assert train_page.epochs_per_tick() == 12
+    monkeypatch.delenv(train_page.EPOCHS_PER_TICK_ENV)
+    assert train_page.epochs_per_tick() is None

@@ -30,6 +30,7 @@ run, and is dropped from the URL.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
@@ -65,6 +66,9 @@ RUNS_FROM_PRESET_KEY = "train.runs_from_preset"  # the next render keeps the run
 DEFAULT_SETUP = presets.TrainSetup()
 TICK_SECONDS = 1.0
 TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server stays responsive
+# Unset: a tick trains for its time budget alone. The browser tests cap it, so that a live training spans a
+# known number of ticks (and live chart updates) however fast the machine is.
+EPOCHS_PER_TICK_ENV = "GRADIENT_EXPLORER_TRAIN_EPOCHS_PER_TICK"
 # While training, the charts change less often than the progress bar. Streamlit draws a chart whose
 # spec changed afresh (its element id hashes the spec), ~50 ms of the browser's CPU per chart; five
 # users training on the server's machine (the benchmark) left a slider move waiting for the CPU.
@@ -369,10 +373,23 @@ def _leave_trainers() -> None:
         _TRAINERS.pop(st.session_state.get("train.id", ""), None)
 
 
+def epochs_per_tick() -> int | None:
+    """The most epochs one tick trains (``GRADIENT_EXPLORER_TRAIN_EPOCHS_PER_TICK``), None when unset."""
+    text = os.environ.get(EPOCHS_PER_TICK_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{EPOCHS_PER_TICK_ENV}={text!r}; allowed: a whole number of epochs >= 1, or unset")
+    return int(text)
+
+
 def _train_tick(session: train.Session) -> None:
-    """Train every run for this session's share of the tick; stop at the target epoch."""
+    """Train every run for this session's share of the tick (and at most :func:`epochs_per_tick` epochs);
+    stop at the target epoch."""
     target = min(st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS), train.MAX_EPOCHS)
-    epoch = session.train_to(target, seconds=_training_budget())
+    cap = epochs_per_tick()
+    tick_target = target if cap is None else min(target, session.epoch + cap)
+    epoch = session.train_to(tick_target, seconds=_training_budget())
     if epoch >= target or session.finished:
         st.session_state[RUNNING_KEY] = False
         _leave_trainers()

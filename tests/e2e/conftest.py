@@ -18,6 +18,9 @@ from explorer.bench import harness
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "e2e"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Each tick of the shared server's Train page trains at most this many epochs, so a training's live window
+# (ticks of >= 1 s each) is set by the epochs a test asks for, not by the machine's speed.
+EPOCHS_PER_TICK = 20
 SETTLE_SECONDS = 90  # the first page load imports TensorFlow; later runs take well under a second
 
 # x and y of every drawn trace named ``name`` in a chart (by Streamlit key), concatenated.
@@ -71,7 +74,10 @@ def pytest_unconfigure(config):
 def app_server():
     """``streamlit run app.py`` on a free port of 127.0.0.1; terminated (then killed) at the end."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with harness.serve_app(log_path=ARTIFACTS / "streamlit.log") as server:
+    from explorer.ui.train import EPOCHS_PER_TICK_ENV
+
+    env = {EPOCHS_PER_TICK_ENV: str(EPOCHS_PER_TICK)}
+    with harness.serve_app(log_path=ARTIFACTS / "streamlit.log", env=env) as server:
         yield server
 
 

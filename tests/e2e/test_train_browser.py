@@ -15,9 +15,9 @@ from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.e2e
 
-EPOCHS = 1200  # 76,800 steps: several seconds even once XLA takes over (after 2,000 steps, ~13,000 steps/s here), so the loss chart, redrawn every other tick, updates live more than once
-BATCH_SIZE = 8  # 64 optimisation steps per epoch: training spans several ticks, so the chart updates live
-TRAINING_SECONDS = 240  # a bound for a hang only: training 1200 epochs takes seconds (minutes on a loaded machine)
+EPOCHS = 200  # at most EPOCHS_PER_TICK a tick: ten ticks of >= 1 s, so the loss chart (redrawn every ~2 s) updates live several times on any machine
+BATCH_SIZE = 8  # mini-batches, as a user would train
+TRAINING_SECONDS = 240  # a bound for a hang only: ten ticks take ~10 s (more on a loaded machine)
 USERS = 5
 
 # The number of points on the loss chart once it has more than ``above`` while Training's Stop button is
