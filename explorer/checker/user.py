@@ -1,20 +1,25 @@
-"""Checks for code this project did not write: your ``@tf.custom_gradient`` functions and Keras layers.
+"""The checks of every op: your ``@tf.custom_gradient`` functions, Keras layers, and the built-in and editor ops.
 
 :func:`check_function` takes an op made by :func:`ops.from_function` and runs, each on your own function
-(called the way its signature asks; parameters that keep their default are not passed):
+(called the way its signature asks; parameters that keep their default are not passed). An op that declares
+its forward and surrogate (a built-in, an editor op: ``spec.declares_surrogate``) is checked as the function
+:func:`ops.user.from_spec` makes of it, its declared forward the true one:
 
 1. ``finite``: on the sweep grid of [-3, 3] (float32) and at each dtype's hard places
    (:data:`HARD_PLACES`: 0, a tiny number, 1e4 and where ``exp`` overflows). A NaN forward or gradient,
    or an infinite gradient where the forward is finite, fails; a forward that overflows because its
-   true value (your forward in float64) does not fit the dtype is only noted;
+   true value (your forward in float64) does not fit the dtype is only noted, and so is one at or beyond
+   a declared ``singular`` point of that dtype (same side of 0): the overflow is documented;
 2. ``shape_dtype``: gradient and output keep x's shape and dtype (float16/32/64; scalar, vector, batch);
 3. ``graph``: eager, ``tf.function`` and ``jit_compile=True`` agree, with a non-default parameter
    passed as your signature passes it (so keyword parameters and NumPy calls fail here, named);
 4. ``keras_fit``: one ``Model.fit`` step through a layer that calls your function;
 5. ``special_points``: without declared points the detected ones are listed (no failure); with
-   declared points, one declared but absent or one detected but undeclared is a warning;
+   declared points, one declared but absent or one detected but undeclared is a warning. An op that
+   declares its surrogate must declare every point: one detected but undeclared fails;
 6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
-   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns;
+   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns. A
+   built-in's difference is intentional (its ``why`` quoted); an editor op's difference warns;
 7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
    gradient (not autodiff, not an error; NaN compared equal to NaN).
 
@@ -22,8 +27,7 @@ Flags (a bool or string default) are checked at each value by ``finite``, ``shap
 Where the float64 forward is NaN (outside the function's domain, e.g. ``log(sinh(x))`` for x < 0), ``finite``
 and ``vs_autodiff`` say so and do not count it, and ``keras_fit`` maps its inputs into the domain.
 A function of several inputs or outputs, a non-elementwise one (a norm, a matrix product) or one that reads
-a variable gets the same seven checks from :mod:`explorer.checker.general`. A built-in op (no
-``user_function``) goes through the same plan with its declared-op checks (:func:`_declared_plan`).
+a variable gets the same seven checks from :mod:`explorer.checker.general`.
 
 :func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
 ``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
@@ -625,7 +629,8 @@ def _domain(spec: ops.OpSpec, params: Mapping[str, float]) -> tuple[float, float
 def check_function(
     op: ops.OpSpec | Callable[..., Any], /, *, time_limit: float = TIME_LIMIT, **params: Any
 ) -> list[Check]:
-    """Run :data:`FUNCTION_CHECKS` on a user op (an OpSpec from :func:`ops.from_function`, or the function).
+    """Run :data:`FUNCTION_CHECKS` on an op (a built-in, an editor op, an OpSpec from :func:`ops.from_function`,
+    or the function itself).
 
     One input, elementwise (:func:`is_elementwise`): the sweep-based checks below; any other signature
     (several inputs or outputs, a reduction, captured variables): those of :mod:`explorer.checker.general`."""
