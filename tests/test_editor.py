@@ -6,13 +6,13 @@ from streamlit.testing.v1 import AppTest
 from explorer import expr
 from explorer.checker import user as usercheck
 from explorer.state import EDITOR_URL_KEYS
-from explorer.ui import editor
 from tests.shown import shown
 
 TIMEOUT = 90
 
 
 def editor_app():
+    from explorer.ui import editor
 
     editor.page()
 
