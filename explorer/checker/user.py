@@ -658,6 +658,8 @@ def check_function(
             return run
 
         def keras_fit() -> Check:
+            if spec.declares_surrogate:  # Keras uses such an op through ops.SurrogateLayer, as saved_model does
+                return check_keras_fit(spec, resolved)
             layer = CallsYourFunction(user, _changed(spec, resolved), domain=_domain(spec, resolved))
             return check_keras_fit(None, resolved, layer=layer)
 
