@@ -176,6 +176,12 @@ class OpSpec:
         return f"true gradient ({self.true_gradient})"
 
     @property
+    def declares_surrogate(self) -> bool:
+        """A forward and a surrogate (or backward) declared apart (a built-in, an editor op), not a ready
+        custom-gradient function: such an op must declare each of its special points."""
+        return self.custom_fn is None
+
+    @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 

@@ -377,6 +377,28 @@ def _custom(user: UserFunction, names: tuple[str, ...]) -> Callable[..., tf.Tens
     return lambda x, values: custom(x, *[values[name] for name in names])
 
 
+def from_spec(spec: OpSpec) -> UserFunction:
+    """A declared op (a built-in, an editor op) as the function a user would have written: ``fn(x, **params)``
+    calls the op's custom gradient (:meth:`OpSpec.apply`), and its undecorated forward is the declared
+    forward. The checker then runs the same checks on it as on your own function."""
+    names = spec.param_names
+
+    def fn(x, **params):
+        return spec.apply(x, **params)
+
+    def inner(x, **params):
+        def grad(dy):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                custom = spec.apply(x, **params)
+            return tape.gradient(custom, x, output_gradients=dy)
+
+        return spec.forward(x, **params), grad
+
+    fn.__name__ = inner.__name__ = spec.key
+    return UserFunction(fn=fn, inner=inner, keyword=names, positional=(), positional_defaults={}, order=("x",))
+
+
 def from_function(
     fn: Callable[..., Any],
     *,

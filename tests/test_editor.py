@@ -4,8 +4,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import expr
+from explorer.checker import user as usercheck
 from explorer.state import EDITOR_URL_KEYS
-from explorer.ui import editor
 from tests.shown import shown
 
 TIMEOUT = 90
@@ -49,7 +49,7 @@ def test_default_example_renders(default_app):
     assert app.slider[0].label == "k" and app.slider[0].value == 25.0
     assert len(app.latex) == 2
     names = [line.split("**")[1] for line in checker_lines(app)]
-    assert sorted(names) == sorted(editor.checks.CHECKS)  # grouped by level: passes, then warnings
+    assert sorted(names) == sorted(usercheck.FUNCTION_CHECKS)  # grouped by level: passes, then warnings
     assert not app.error  # the example compiles and passes every check (warnings allowed)
 
 

@@ -1,10 +1,10 @@
 """Runs the checks: :func:`check` on one op, :func:`check_targets` on a team's files, and
 ``python -m explorer verify`` (tables, JSON, dated records under ``verification/``).
 
-Every op goes through :func:`explorer.checker.user.check_function`: a built-in op gets the declared-op
-checks of :mod:`explorer.checker.checks` plus ``saved_model``; an op from your own code
-(``ops.from_function``) those of :mod:`explorer.checker.user` (one input, elementwise) or
-:mod:`explorer.checker.general` (any other signature); a Keras layer :func:`~explorer.checker.user.check_layer`.
+Every op goes through :func:`explorer.checker.user.check_function`: a built-in op, an editor op and an
+elementwise one-input function of your own code (``ops.from_function``) get the checks of
+:mod:`explorer.checker.user`, a function of any other signature those of :mod:`explorer.checker.general`;
+a Keras layer :func:`~explorer.checker.user.check_layer`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,25 @@
-"""Checks for code this project did not write: your ``@tf.custom_gradient`` functions and Keras layers.
+"""The checks of every op: your ``@tf.custom_gradient`` functions, Keras layers, and the built-in and editor ops.
 
 :func:`check_function` takes an op made by :func:`ops.from_function` and runs, each on your own function
-(called the way its signature asks; parameters that keep their default are not passed):
+(called the way its signature asks; parameters that keep their default are not passed). An op that declares
+its forward and surrogate (a built-in, an editor op: ``spec.declares_surrogate``) is checked as the function
+:func:`ops.user.from_spec` makes of it, its declared forward the true one:
 
 1. ``finite``: on the sweep grid of [-3, 3] (float32) and at each dtype's hard places
    (:data:`HARD_PLACES`: 0, a tiny number, 1e4 and where ``exp`` overflows). A NaN forward or gradient,
    or an infinite gradient where the forward is finite, fails; a forward that overflows because its
-   true value (your forward in float64) does not fit the dtype is only noted;
+   true value (your forward in float64) does not fit the dtype is only noted, and so is one at or beyond
+   a declared ``singular`` point of that dtype (same side of 0): the overflow is documented;
 2. ``shape_dtype``: gradient and output keep x's shape and dtype (float16/32/64; scalar, vector, batch);
 3. ``graph``: eager, ``tf.function`` and ``jit_compile=True`` agree, with a non-default parameter
    passed as your signature passes it (so keyword parameters and NumPy calls fail here, named);
 4. ``keras_fit``: one ``Model.fit`` step through a layer that calls your function;
 5. ``special_points``: without declared points the detected ones are listed (no failure); with
-   declared points, one declared but absent or one detected but undeclared is a warning;
+   declared points, one declared but absent or one detected but undeclared is a warning. An op that
+   declares its surrogate must declare every point: one detected but undeclared fails;
 6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
-   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns;
+   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns. A
+   built-in's difference is intentional (its ``why`` quoted); an editor op's difference warns;
 7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
    gradient (not autodiff, not an error; NaN compared equal to NaN).
 
@@ -22,8 +27,7 @@ Flags (a bool or string default) are checked at each value by ``finite``, ``shap
 Where the float64 forward is NaN (outside the function's domain, e.g. ``log(sinh(x))`` for x < 0), ``finite``
 and ``vs_autodiff`` say so and do not count it, and ``keras_fit`` maps its inputs into the domain.
 A function of several inputs or outputs, a non-elementwise one (a norm, a matrix product) or one that reads
-a variable gets the same seven checks from :mod:`explorer.checker.general`. A built-in op (no
-``user_function``) goes through the same plan with its declared-op checks (:func:`_declared_plan`).
+a variable gets the same seven checks from :mod:`explorer.checker.general`.
 
 :func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
 ``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
@@ -51,7 +55,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.checker import checks, general
+from explorer.checker import general
 from explorer.checker.checks import (
     SWEEP_N,
     SWEEP_RANGE,
@@ -147,9 +151,8 @@ def _explained(error: BaseException) -> str:
 
 # -- calling the user's function ----------------------------------------------------------------------
 def _user(spec: ops.OpSpec) -> ops.user.UserFunction:
-    if spec.user_function is None:
-        raise TypeError(f"op {spec.key!r} was not made by ops.from_function")
-    return spec.user_function
+    """Your function; for an op that declares forward and surrogate, the function it stands for."""
+    return ops.user.from_spec(spec) if spec.user_function is None else spec.user_function
 
 
 def _changed(spec: ops.OpSpec, params: Mapping[str, float]) -> dict[str, float]:
@@ -194,7 +197,8 @@ def _caller(
 def _at(x: np.ndarray, sweep_size: int, mask: np.ndarray) -> str:
     """Where ``mask`` holds: runs on the first ``sweep_size`` (sorted sweep) points, then each hard place."""
     parts = [] if not mask[:sweep_size].any() else [_where(x[:sweep_size], mask[:sweep_size])]
-    places = [_fmt(value) for value in x[sweep_size:][mask[sweep_size:]]]
+    on_sweep = set(x[:sweep_size][mask[:sweep_size]])  # 0 is both a sweep point and a hard place
+    places = [_fmt(value) for value in x[sweep_size:][mask[sweep_size:]] if value not in on_sweep]
     if places:
         parts.append("x = " + ", ".join(places))
     return ", ".join(parts)
@@ -210,13 +214,24 @@ def _forward64(user: ops.user.UserFunction, x64: np.ndarray, params: Mapping[str
 
 
 def _gradient_too_large(call: Callable[[tf.Tensor], tf.Tensor], x64: np.ndarray, dtype: str) -> np.ndarray:
-    """Where the function's own float64 gradient does not fit ``dtype`` (an overflow that is no bug)."""
+    """Where the function's own float64 gradient is finite but does not fit ``dtype`` (an overflow that is no
+    bug; an infinite float64 gradient is one)."""
     try:
         _, grad = value_and_grad(call, tf.constant(x64, tf.float64))
         values = np.abs(np.asarray(grad.numpy(), np.float64))
     except Exception:  # noqa: BLE001 - no float64 gradient to tell
         return np.zeros(x64.shape, bool)
-    return values > float(np.finfo(dtype).max)
+    return np.isfinite(values) & (values > float(np.finfo(dtype).max))
+
+
+def _beyond_singular_point(spec: ops.OpSpec, params: Mapping[str, float], x64: np.ndarray, dtype: str) -> np.ndarray:
+    """Where x is at or beyond a declared ``singular`` point of ``dtype`` (on the same side of 0): a forward
+    that overflows there is documented (``log1pexp``'s naive forward from the onset of exp's overflow)."""
+    documented = np.zeros(x64.shape, bool)
+    for point in spec.points(-np.inf, np.inf, dtype, **params):
+        if point.kind == "singular":
+            documented |= (x64 == point.x) | ((point.x != 0) & (x64 * np.sign(point.x) >= abs(point.x)))
+    return documented
 
 
 @_guarded("finite")
@@ -268,6 +283,10 @@ def check_finite(spec: ops.OpSpec, params: Mapping[str, float], flags: Mapping[s
         if inf_grad.any():
             problems.append(f"{dtype}: the gradient is infinite at {where(inf_grad)} where the forward is finite")
         overflow = np.isinf(forward) & ~outside
+        documented = overflow & _beyond_singular_point(spec, params, x64, dtype)
+        if documented.any():
+            overflow &= ~documented
+            notes.append(f"{dtype} forward overflows at {where(documented)}, documented by a declared singular point")
         if overflow.any():
             at = tf.constant(x64[overflow])
             true64 = user.forward_values(at, {**spec.defaults(), **params}, flags).numpy() if dtype != "float64" else None
@@ -384,9 +403,9 @@ def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], result: 
     def listing(rows) -> str:
         return ", ".join(f"x = {_fmt(r.x)} ({r.kind})" for r in rows.head(4).itertuples())
 
-    if not result.declared_points:
-        if len(table) == 0:
-            return _result("special_points", "pass", f"none declared, none detected in [{lo:g}, {hi:g}]")
+    if len(table) == 0:
+        return _result("special_points", "pass", f"none declared, none detected in [{lo:g}, {hi:g}]")
+    if not result.declared_points and not spec.declares_surrogate:
         return _result(
             "special_points",
             "pass",
@@ -399,6 +418,13 @@ def check_special_points(spec: ops.OpSpec, params: Mapping[str, float], result: 
         parts.append(f"detected but not declared: {listing(undeclared)}")
     if len(missing):
         parts.append(f"declared but not detected: {listing(missing)}")
+    if len(undeclared) and spec.declares_surrogate:
+        return _result(
+            "special_points",
+            "fail",
+            f"{len(undeclared)} undeclared special point(s): {'; '.join(parts)}. An op that declares its forward and "
+            "surrogate declares every point, so that the value AT the point is on the grid and documented",
+        )
     if parts:
         return _result("special_points", "warn", "; ".join(parts))
     return _result(
@@ -469,7 +495,14 @@ def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any
                 f"(on {int(differs.sum())} of {x.size} points: {_where(x, differs, limit=2)})"
             )
     text = "; ".join([summary, *parts])
-    if not spec.why.strip():
+    if spec.declares_surrogate:  # a built-in's why is its reviewed justification; an editor op's only says it was typed in
+        if (differs.any() or true_bad.any()) and not spec.builtin:
+            return _result(
+                "vs_autodiff",
+                "warn",
+                f"{text}. Intentional? A surrogate usually is: say why in the op's description, or fix the gradient",
+            )
+    elif not spec.why.strip():
         return _result(
             "vs_autodiff",
             "warn",
@@ -596,18 +629,19 @@ def _domain(spec: ops.OpSpec, params: Mapping[str, float]) -> tuple[float, float
 def check_function(
     op: ops.OpSpec | Callable[..., Any], /, *, time_limit: float = TIME_LIMIT, **params: Any
 ) -> list[Check]:
-    """Run :data:`FUNCTION_CHECKS` on a user op (an OpSpec from :func:`ops.from_function`, or the function).
+    """Run :data:`FUNCTION_CHECKS` on an op (a built-in, an editor op, an OpSpec from :func:`ops.from_function`,
+    or the function itself).
 
     One input, elementwise (:func:`is_elementwise`): the sweep-based checks below; any other signature
     (several inputs or outputs, a reduction, captured variables): those of :mod:`explorer.checker.general`."""
     spec = op if isinstance(op, ops.OpSpec) else ops.from_function(op)
     resolved = spec.resolve(params)
-    if spec.user_function is None:
-        return _declared_plan(spec, resolved, time_limit)
     user = _user(spec)
     with _quiet_tensorflow():
         try:
-            elementwise = call_with_time_limit(lambda: is_elementwise(user, resolved), time_limit, name="check-probe")
+            elementwise = spec.user_function is None or call_with_time_limit(
+                lambda: is_elementwise(user, resolved), time_limit, name="check-probe"
+            )  # a declared forward is elementwise by its declaration
         except TimeLimitExceeded:
             elementwise = True  # a hung forward: the elementwise checks each report it within their limit
         if not elementwise:
@@ -624,6 +658,8 @@ def check_function(
             return run
 
         def keras_fit() -> Check:
+            if spec.declares_surrogate:  # Keras uses such an op through ops.SurrogateLayer, as saved_model does
+                return check_keras_fit(spec, resolved)
             layer = CallsYourFunction(user, _changed(spec, resolved), domain=_domain(spec, resolved))
             return check_keras_fit(None, resolved, layer=layer)
 
@@ -645,37 +681,6 @@ def check_function(
         )
         results = _run_plan(plan, time_limit)
     return _blame_shape(results)
-
-
-def _declared_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
-    """An op that declares its forward, surrogate and special points (a built-in, an editor op): the checks
-    of :mod:`explorer.checker.checks` (its declared points must match the detected ones; a difference from
-    autodiff is intentional and quotes its ``why``) and ``saved_model``, run as a user function's are."""
-    lo, hi = SWEEP_RANGE
-    shared: dict[str, Any] = {}
-
-    def with_sweep(check: Callable[..., Check]) -> Callable[[], Check]:
-        def run() -> Check:
-            if "sweep" not in shared:
-                try:
-                    shared["sweep"] = sweep(spec, lo, hi, SWEEP_N, params=params)
-                except Exception:  # noqa: BLE001 - each sweep-based check re-runs it and reports the error itself
-                    shared["sweep"] = None
-            return check(spec, params, shared["sweep"])
-
-        return run
-
-    plan: Sequence[tuple[str, Callable[[], Check]]] = (
-        ("finite", lambda: checks.check_finite(spec, params)),
-        ("shape_dtype", lambda: check_shape_dtype(spec, params)),
-        ("graph", lambda: checks.check_graph(spec, params)),
-        ("keras_fit", lambda: check_keras_fit(spec, params)),
-        ("special_points", with_sweep(checks.check_special_points)),
-        ("vs_autodiff", with_sweep(checks.check_vs_autodiff)),
-        ("saved_model", lambda: check_saved_model(spec, params)),
-    )
-    with _quiet_tensorflow():
-        return _run_plan(plan, time_limit)
 
 
 def _general_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: float) -> list[Check]:
