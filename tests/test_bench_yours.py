@@ -24,3 +24,21 @@ def test_one_pair_measures_both_pages_and_restores_the_environment():
     assert result["loaded_vs_builtin_rerun"] == pytest.approx(ratio)
     assert result["loaded_vs_builtin_rerun_met"] == (ratio <= 1.5)
     assert os.environ.get(loaded.OPS_ENV) == before and "fast_sigmoid_spike" not in loaded.names()
+
+
+def test_interleaved_pairs_alternate_sides_and_drop_the_warm_up():
+    calls: list[tuple[str, int]] = []
+    mine_seconds, builtin_seconds = [10.0, 10.0, 2.0, 4.0, 9.0], [1.0, 1.0, 1.0, 2.0, 3.0]
+
+    def mine(index):
+        calls.append(("mine", index))
+        return mine_seconds[index]
+
+    def builtin(index):
+        calls.append(("builtin", index))
+        return builtin_seconds[index]
+
+    ratio, mine_median, builtin_median, pairs = yours._interleaved(5, 2, mine, builtin)
+    assert calls == [(side, i) for i in range(5) for side in ("mine", "builtin")]  # one pair at a time
+    # pairs 2..4: ratios 2, 2, 3 -> median 2; seconds 2, 4, 9 -> 4 and 1, 2, 3 -> 2
+    assert (ratio, mine_median, builtin_median, pairs) == (2.0, 4.0, 2.0, 3)

@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,21 @@ def _page(op: str):
     return app
 
 
+def _interleaved(
+    steps: int, warm_up: int, mine: Callable[[int], float], builtin: Callable[[int], float]
+) -> tuple[float, float, float, int]:
+    """``mine(i)`` then ``builtin(i)`` (seconds) for each step i, so the machine's load cancels within a pair.
+    After ``warm_up`` steps: the median per-pair ratio, the median seconds of each side, the number of pairs."""
+    ratios, mine_s, builtin_s = [], [], []
+    for index in range(steps):
+        a, b = mine(index), builtin(index)
+        if index >= warm_up:
+            ratios.append(a / b)
+            mine_s.append(a)
+            builtin_s.append(b)
+    return statistics.median(ratios), statistics.median(mine_s), statistics.median(builtin_s), len(ratios)
+
+
 def _timed_change(app, op: str, value: float) -> float:
     app.slider(key=f"w.p.{op}.{SLIDER_PARAM}").set_value(value)
     start = time.perf_counter()
@@ -104,24 +120,22 @@ def measure_loaded_rerun(pairs: int = 12, warm_up: int = 2, *, settle_checks: bo
     with _serving(LOADED_TARGET):
         mine, builtin = _page(LOADED_OP), _page(BUILTIN_OP)
         values = _values(2.5, 100.0, warm_up + pairs)
-        ratios, mine_s, builtin_s = [], [], []
-        for index, value in enumerate(values):
+
+        def loaded_side(index: int) -> float:
             if settle_checks:
-                loaded.checks(LOADED_OP, {SLIDER_PARAM: value}).result(timeout=300)
-            a = _timed_change(mine, LOADED_OP, value)
-            b = _timed_change(builtin, BUILTIN_OP, value)
-            if index >= warm_up:
-                ratios.append(a / b)
-                mine_s.append(a)
-                builtin_s.append(b)
-        ratio = statistics.median(ratios)
+                loaded.checks(LOADED_OP, {SLIDER_PARAM: values[index]}).result(timeout=300)
+            return _timed_change(mine, LOADED_OP, values[index])
+
+        ratio, mine_s, builtin_s, pairs_measured = _interleaved(
+            len(values), warm_up, loaded_side, lambda index: _timed_change(builtin, BUILTIN_OP, values[index])
+        )
         return {
             "loaded_vs_builtin_rerun": ratio,
             "loaded_vs_builtin_rerun_target": TARGET_RATIO,
             "loaded_vs_builtin_rerun_met": ratio <= TARGET_RATIO,
-            "loaded_rerun_ms": 1e3 * statistics.median(mine_s),
-            "builtin_rerun_ms": 1e3 * statistics.median(builtin_s),
-            "loaded_rerun_pairs": len(ratios),
+            "loaded_rerun_ms": 1e3 * mine_s,
+            "builtin_rerun_ms": 1e3 * builtin_s,
+            "loaded_rerun_pairs": pairs_measured,
             "loaded_rerun_ops": f"{LOADED_OP} (loaded) vs {BUILTIN_OP} (built-in), slider {SLIDER_PARAM}",
             "loaded_rerun_checks_settled": settle_checks,
         }
@@ -139,27 +153,26 @@ def measure_input_slider_rerun(pairs: int = 12, warm_up: int = 2) -> dict[str, A
         mine, builtin = _page(INPUT_OP), _page(BUILTIN_OP)
         lams = [round(-1.9 + 0.13 * i, 2) for i in range(warm_up + pairs)]  # never the default 1.0
         slopes = _values(2.5, 100.0, warm_up + pairs)
-        ratios, mine_s, builtin_s = [], [], []
-        for index, (lam, slope) in enumerate(zip(lams, slopes, strict=True)):
-            mine.slider(key=f"w.i.{INPUT_OP}.{INPUT_NAME}").set_value(lam)
+
+        def input_side(index: int) -> float:
+            mine.slider(key=f"w.i.{INPUT_OP}.{INPUT_NAME}").set_value(lams[index])
             start = time.perf_counter()
             mine.run()
-            a = time.perf_counter() - start
+            seconds = time.perf_counter() - start
             if mine.exception or mine.error:
                 raise RuntimeError(f"the explore page failed on {INPUT_OP}: {(mine.exception or mine.error)[0].value}")
-            b = _timed_change(builtin, BUILTIN_OP, slope)
-            if index >= warm_up:
-                ratios.append(a / b)
-                mine_s.append(a)
-                builtin_s.append(b)
-        ratio = statistics.median(ratios)
+            return seconds
+
+        ratio, mine_s, builtin_s, pairs_measured = _interleaved(
+            len(lams), warm_up, input_side, lambda index: _timed_change(builtin, BUILTIN_OP, slopes[index])
+        )
         return {
             "loaded_input_vs_builtin_rerun": ratio,
             "loaded_input_vs_builtin_rerun_target": TARGET_RATIO,
             "loaded_input_vs_builtin_rerun_met": ratio <= TARGET_RATIO,
-            "loaded_input_rerun_ms": 1e3 * statistics.median(mine_s),
-            "builtin_input_rerun_ms": 1e3 * statistics.median(builtin_s),
-            "loaded_input_rerun_pairs": len(ratios),
+            "loaded_input_rerun_ms": 1e3 * mine_s,
+            "builtin_input_rerun_ms": 1e3 * builtin_s,
+            "loaded_input_rerun_pairs": pairs_measured,
             "loaded_input_rerun_ops": f"{INPUT_OP} (loaded, input {INPUT_NAME}) vs {BUILTIN_OP} (built-in, {SLIDER_PARAM})",
         }
 

@@ -542,14 +542,19 @@ def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.Ex
     yours.graph_notes(state.op)
     for x, note in shown_view.undeclared:
         st.caption(f"Special point at {'t' if view.kind == 'line' else view.swept} = {x:.6g}: {note}")
+    _points_and_metrics(shown_view, shown.metrics)
+    return state, shown_view, shown.figure
+
+
+def _points_and_metrics(view, metrics) -> None:
+    """The special-points table of a view (or a line saying there are none) and the metrics table under it."""
     st.subheader("Special points")
-    if shown_view.points.empty:
+    if view.points.empty:
         st.caption("No special points in this range: forward and gradients are smooth here.")
     else:
-        st.dataframe(shown_view.shown_table, hide_index=True)
+        st.dataframe(view.shown_table, hide_index=True)
     st.subheader("Metrics")
-    st.dataframe(shown.metrics, hide_index=True)
-    return state, shown_view, shown.figure
+    st.dataframe(metrics, hide_index=True)
 
 
 def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state.ExploreState:
@@ -641,13 +646,7 @@ def page() -> None:
         for x, kind in view.not_detected:
             st.caption(f"Declared {kind} at x = {x:.6g} was not detected numerically at this resolution.")
 
-        st.subheader("Special points")
-        if view.points.empty:
-            st.caption("No special points in this range: forward and gradients are smooth here.")
-        else:
-            st.dataframe(view.shown_table, hide_index=True)
-        st.subheader("Metrics")
-        st.dataframe(shown.metrics, hide_index=True)
+        _points_and_metrics(view, shown.metrics)
 
     if loaded.is_loaded(spec.key):
         yours.checks(spec.key, state.resolved_params())
