@@ -293,8 +293,8 @@ def _signature_from_query(state: ExploreState, query: Mapping[str, Any], text, n
 
 
 def parse_input_values(param: ops.Param, text: str) -> tuple[tuple[float, ...], list[str]]:
-    """``"0.5, 1, 2"`` -> valid distinct values of input slider ``param`` (at most MAX_COMPARE), and a message per
-    item that is not a number in its range."""
+    """``"0.5, 1, 2"`` -> valid distinct values of slider ``param`` (an input's or a parameter's; at most
+    MAX_COMPARE), and a message per item that is not a number in its range."""
     values: list[float] = []
     problems: list[str] = []
     for item in text.split(","):
@@ -368,19 +368,8 @@ def _compare_from_query(state: ExploreState, text, notices: list[str]) -> Explor
 
 
 def parse_compare_values(spec: ops.OpSpec, name: str, text: str) -> tuple[tuple[float, ...], list[str]]:
-    """``"0.5, 1, 2"`` -> valid, distinct values of parameter ``name`` (at most MAX_COMPARE), and
-    a message for each item that is not a number in the parameter's range."""
-    param = next(p for p in spec.params if p.name == name)
-    values: list[float] = []
-    problems: list[str] = []
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        try:
-            values.append(param.validate(_number(item), spec.key))
-        except ValueError:
-            problems.append(f"'{item.strip()}': {name} must be a number in [{param.low:g}, {param.high:g}]")
-    return tuple(dict.fromkeys(values))[:MAX_COMPARE], problems
+    """:func:`parse_input_values` for the op's parameter ``name``."""
+    return parse_input_values(next(p for p in spec.params if p.name == name), text)
 
 
 def url_number(value: float) -> str:

@@ -20,7 +20,7 @@ from explorer import loaded, worker
 from explorer.checker import user as usercheck
 from explorer.testing import assert_custom_gradient
 from tests.fixtures import crashing_ops
-from tests.processes import started_children
+from tests.processes import serving, started_children
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests/fixtures/crashing_ops.py"
@@ -42,14 +42,9 @@ _children = started_children
 
 @pytest.fixture(scope="module")
 def crashing():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(loaded.OPS_ENV, FIXTURE)
-        patch.setenv(worker.process.CALL_SECONDS_ENV, str(CALL_SECONDS))
-        patch.chdir(ROOT)
-        loaded.reset()
+    with serving(FIXTURE, CALL_SECONDS) as current:
         assert loaded.start_workers()
-        yield loaded.current()
-    loaded.reset()
+        yield current
 
 
 def _good_sweep_matches_identity() -> None:

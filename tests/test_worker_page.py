@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import loaded, worker
 from explorer.explore import sweeps
+from tests.processes import serving
 from tests.test_explore_page import _trace, _values
 from tests.test_worker_ops import CAUSES, FIXTURE
 from tests.test_yours_page import _figure
@@ -22,14 +22,8 @@ CALL_SECONDS = 10
 
 @pytest.fixture(scope="module")
 def crashing_env():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(loaded.OPS_ENV, FIXTURE)
-        patch.setenv(worker.process.CALL_SECONDS_ENV, str(CALL_SECONDS))
-        patch.setenv(worker.process.CHECK_SECONDS_ENV, "20")  # the checks panel of a hanging function
-        patch.chdir(ROOT)
-        loaded.reset()
+    with serving(FIXTURE, CALL_SECONDS, check_seconds=20):  # 20: the checks panel of a hanging function
         yield
-    loaded.reset()
 
 
 def _draws_identity(app: AppTest) -> None:

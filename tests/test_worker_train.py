@@ -6,7 +6,6 @@ Time limits are the operator's setting (GRADIENT_EXPLORER_CALL_SECONDS), never w
 """
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,13 +13,13 @@ import psutil
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from explorer import loaded, worker
+from explorer import loaded
 from explorer.train import tasks
 from explorer.train import trainer as train
+from tests.processes import serving
 from tests.processes import started_children as _children
 from tests.test_train_page import _finish, train_app
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests/fixtures/crashing_training_ops.py"
 CALL_SECONDS = 10
 TIMEOUT = 180
@@ -28,13 +27,8 @@ TIMEOUT = 180
 
 @pytest.fixture(scope="module")
 def training_env():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(loaded.OPS_ENV, FIXTURE)
-        patch.setenv(worker.process.CALL_SECONDS_ENV, str(CALL_SECONDS))
-        patch.chdir(ROOT)
-        loaded.reset()
-        yield loaded.current()
-    loaded.reset()
+    with serving(FIXTURE, CALL_SECONDS) as current:
+        yield current
 
 
 def _losses(results: list[train.RunResult]) -> list[np.ndarray]:
