@@ -197,12 +197,14 @@ def test_editor_op_is_none_for_no_source_and_for_a_rejected_one():
     assert url_state.editor_op(url_state.EditorSource(forward="log(")) is None
 
 
-def test_preset_from_query_takes_a_known_key_and_names_anything_else():
-    known = ["yin2019", "dann"]
-    assert url_state.preset_from_query({}, known) == (None, [])
-    assert url_state.preset_from_query({"preset": "dann"}, known) == ("dann", [])
-    assert url_state.preset_from_query({"preset": ["nope", "yin2019"]}, known) == ("yin2019", [])  # the last wins
-    key, notices = url_state.preset_from_query({"preset": "Dann"}, known)
-    assert key is None and "Unknown preset 'Dann'" in notices[0] and "yin2019, dann" in notices[0]
-    key, notices = url_state.preset_from_query({"preset": "x" * 201}, known)
-    assert key is None and "too long (201 characters)" in notices[0]
+def test_train_from_query_takes_a_known_preset_and_names_anything_else():
+    from explorer.train import presets
+
+    assert url_state.train_from_query({}) == (url_state.TrainState(), [])
+    assert url_state.train_from_query({"preset": "dann"})[0] == presets.get("dann").state
+    assert url_state.train_from_query({"preset": ["nope", "yin2019"]})[0].preset == "yin2019"  # the last wins
+    kept = url_state.TrainState(epochs=7)
+    state, notices = url_state.train_from_query({"preset": "Dann"}, kept)
+    assert state == kept and "Unknown preset 'Dann'" in notices[0] and "yin2019, dann" in notices[0]
+    state, notices = url_state.train_from_query({"preset": "x" * 201}, kept)
+    assert state == kept and "too long (201 characters)" in notices[0]

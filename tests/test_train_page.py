@@ -103,7 +103,7 @@ def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     full rerun that never reaches the browser cannot leave the user at 100 % without results."""
     from explorer.train import trainer as train
 
-    session = train.Session("xor", [train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
+    session = train.Session(task="xor", runs=[train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
     session.step(3)
     app = AppTest.from_function(fragment_only_app, default_timeout=TIMEOUT)
     app.session_state["train.session"] = session
@@ -152,7 +152,7 @@ def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_n
         app = _finish(app, limit=400)
     assert not app.exception, app.exception
     assert app.selectbox(key="train.preset").value == key and app.query_params["preset"] == key
-    setup = preset.setup
+    setup = preset.state
     assert app.slider(key="train.depth").value == setup.depth and app.selectbox(key="train.task").value == setup.task
     assert app.number_input(key="train.epochs").value == setup.epochs
     text = _markdown(app)
