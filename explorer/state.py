@@ -670,7 +670,10 @@ def train_from_query(
                 raise ValueError("out of range")
             changes[field_name] = int(value) if integer else value
         except ValueError:
-            notices.append(f"'{key}' = '{raw}' must be a {'whole ' if integer else ''}number in [{low:g}, {high:g}]; using {fallback:g}.")
+            shown = (lambda v: str(int(v))) if integer else (lambda v: f"{v:g}")  # noqa: E731 - one format each
+            notices.append(
+                f"'{key}' = '{raw}' must be a {'whole ' if integer else ''}number in [{shown(low)}, {shown(high)}]; using {shown(fallback)}."
+            )
             changes[field_name] = fallback
 
     def choice(key: str, field_name: str, allowed: Sequence[str]) -> None:

@@ -52,7 +52,7 @@ def check_optimizer(value: Any) -> str:
     return value.lower()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Run:
     """One model to train: an op (key or ``OpSpec``; ``None`` = Keras ReLU baseline), its
     parameters and the gradient mode ("custom": the op's custom gradient; "true": autodiff of
@@ -99,6 +99,15 @@ class Run:
             if not self.learned:
                 reasons = "; ".join(f"{name}: {why}" for name, why in learnable.why_not(spec).items()) or "it has none"
                 raise ValueError(f"{spec.key} has no parameter that can be learned ({reasons})")
+
+    def __eq__(self, other: object) -> bool:
+        """Same op (by key or spec: the same spec object), parameters, gradient mode, layer and learning."""
+        if not isinstance(other, Run):
+            return NotImplemented
+        mine = (self.spec, dict(self.params), self.gradient, self.layer, self.learn)
+        return mine == (other.spec, dict(other.params), other.gradient, other.layer, other.learn)
+
+    __hash__ = None  # params is a dict
 
     @property
     def learned(self) -> tuple[str, ...]:

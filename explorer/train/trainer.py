@@ -341,6 +341,7 @@ class _RunState:
     jit_compile: bool = False
     xla_failed: bool = False  # XLA could not compile this run's step (a user op): it stays plain
     optimizer_start: list[np.ndarray] = field(default_factory=list)
+    learned_start: list[np.ndarray] = field(default_factory=list)  # learned op parameters at epoch 0
 
 
 class _StreamEpochs(keras.callbacks.Callback):
@@ -421,6 +422,7 @@ class Session:
         start = time.perf_counter()
         template = build_model(self.dataset.input_dim, None, width=self.width, depth=self.depth, seed=self.seed)
         self.initial_weights = template.get_weights()
+        self._dense_weights = {layer.name: layer.get_weights() for layer in template.layers if layer.weights}
         template_seconds = time.perf_counter() - start
         batch = min(self.batch_size or self.dataset.n, self.dataset.n)
         steps_per_epoch = math.ceil(self.dataset.n / batch)
@@ -446,15 +448,22 @@ class Session:
     def _build(self, run: Run) -> _RunState:
         start = time.perf_counter()
         net = build_model(self.dataset.input_dim, run, width=self.width, depth=self.depth, seed=self.seed)
-        net.set_weights(self.initial_weights)
+        self._set_initial_weights(net)
         trainer = _ChunkTrainer(net, self.dataset, self.batch_size)
         state = _RunState(run=run, net=net, trainer=trainer)
         optimizer = OPTIMIZERS[self.optimizer](learning_rate=self.learning_rate)
         optimizer.build(net.trainable_variables)
         trainer.compile(optimizer=optimizer, jit_compile=False)
         state.optimizer_start = [variable.numpy() for variable in optimizer.variables]
+        state.learned_start = [variable.numpy() for variable in learned_parameters(net).values()]
         state.build_seconds = time.perf_counter() - start
         return state
+
+    def _set_initial_weights(self, net: keras.Model) -> None:
+        """Every Dense layer's initial weights (the same in every run); op layers keep their own (a learned
+        parameter starts at its given value)."""
+        for name, weights in self._dense_weights.items():
+            net.get_layer(name).set_weights(weights)
 
     def _use_xla(self, state: _RunState, jit_compile: bool) -> None:
         """Recompile the run's training step with or without XLA; weights and optimiser state stay."""
@@ -470,7 +479,9 @@ class Session:
 
     def _reset(self) -> None:
         for state in self._states:
-            state.net.set_weights(self.initial_weights)
+            self._set_initial_weights(state.net)
+            for variable, value in zip(learned_parameters(state.net).values(), state.learned_start, strict=True):
+                variable.assign(value)
             for variable, value in zip(state.trainer.optimizer.variables, state.optimizer_start, strict=True):
                 variable.assign(value)  # iteration count and moments; the learning rate is a variable too
             state.rows.clear()
