@@ -3,7 +3,6 @@
 import itertools
 
 import numpy as np
-
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest

@@ -14,7 +14,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import loaded
-from explorer.train import tasks
 from explorer.train import trainer as train
 from tests.processes import serving
 from tests.processes import started_children as _children
