@@ -132,6 +132,8 @@ PRESET_NUMBERS = {
     "yin2019": r"ReLU STE ends at loss \*\*0\.4000\*\*.*w flips at step 27.*reaches \*\*1\.\d{3}\*\*",
     "dann": r"target accuracy \*\*0\.\d{3} ± 0\.\d{3}\*\* with gradient reversal against \*\*0\.\d{3} ± 0\.\d{3}\*\* "
     r"without, mean ± std over 10 seeds; reversal is better in \d+ of 10 seeds",
+    "ste_bias": r"the exact gradient ends at q = \*\*0\.0\d\d\*\*.*straight-through settles at \*\*0\.4\d\d\*\* \(identity\) "
+    r"and \*\*0\.4\d\d\*\* \(σ′\), beside q\* = 0\.450",
     "zenke2021": r"every shaped surrogate reaches \*\*0\.\d{3} to [01]\.\d{3}\*\*.*the true gradient \*\*0\.\d{3}\*\*",
     "depth": r"at initialisation sigmoid \(custom, slope=1\): \*\*0\.000\d+\*\* \(×0\.\d+ per layer\), "
     r"sigmoid \(custom, slope=10\): \*\*0\.\d+\*\* \(×0\.\d+ per layer\), "

@@ -116,3 +116,44 @@ def shape_scale_figure(results: pd.DataFrame) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=380, margin={"l": 60, "r": 20, "t": 30, "b": 50},
                       yaxis_title="accuracy after training", legend={"orientation": "h", "y": -0.2})
     return fig
+
+
+ESTIMATOR_COLOURS = {
+    "exact": COMPARE_COLOURS[6], "reinforce": COMPARE_COLOURS[0], "reinforce_baseline": COMPARE_COLOURS[4],
+    "ste_identity": COMPARE_COLOURS[1], "ste_sigmoid": COMPARE_COLOURS[2],
+}  # fmt: skip
+
+
+def ste_bias_figure(runs: pd.DataFrame, closed: pd.DataFrame) -> go.Figure:
+    """q (top) and the expected loss L(q) (bottom) over SGD steps, the mean over seeds per estimator (each seed
+    faint); the closed-form optimum and straight-through fixed point as dashed reference lines."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("q = σ(θ)", "expected loss L(q) = q(1-t)^p + (1-q)t^p"))  # fmt: skip
+    for estimator, group in runs.groupby("estimator", sort=False):
+        colour = ESTIMATOR_COLOURS.get(estimator, COMPARE_COLOURS[3])
+        label = group["label"].iloc[0]
+        mean = group.groupby("step", as_index=False)[["q", "loss"]].mean()
+        for row, column in ((1, "q"), (2, "loss")):
+            for _, seed_rows in group.groupby("seed"):
+                fig.add_trace(go.Scatter(
+                    x=seed_rows["step"], y=seed_rows[column], mode="lines", line={"color": colour, "width": 0.6},
+                    opacity=0.25, showlegend=False, hoverinfo="skip", legendgroup=estimator, name=f"{label}: one seed",
+                ), row=row, col=1)  # fmt: skip
+            fig.add_trace(go.Scatter(
+                x=mean["step"], y=mean[column], mode="lines", name=label, legendgroup=estimator, showlegend=row == 1,
+                line={"color": colour, "width": 2.5},
+                hovertemplate=f"{label}<br>step %{{x}}<br>{column} %{{y:.4f}} (mean over seeds)<extra></extra>",
+            ), row=row, col=1)  # fmt: skip
+    optimum, fixed = closed.iloc[0], closed.iloc[1]
+    for row, column in ((1, "q"), (2, "loss")):
+        for point, dash in ((optimum, "dash"), (fixed, "dot")):
+            fig.add_hline(y=float(point[column]), line={"color": "#1F2430", "dash": dash, "width": 1.5}, row=row, col=1,
+                          annotation_text=f"{point['point']}: {column} = {float(point[column]):.4f}",
+                          annotation_position="top left" if dash == "dash" else "bottom left",
+                          annotation_bgcolor="rgba(255,255,255,0.85)")  # fmt: skip
+    fig.update_yaxes(title_text="q", row=1, col=1)
+    fig.update_yaxes(title_text="L(q)", row=2, col=1)
+    fig.update_xaxes(title_text="SGD step", row=2, col=1)
+    fig.update_layout(template=TEMPLATE, height=560, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+                      legend={"orientation": "h", "y": -0.12})  # fmt: skip
+    return fig
