@@ -9,7 +9,9 @@ No streamlit here: notebooks and tests call these directly; the Train page shows
   clipped-ReLU straight-through estimator (closed forms; :func:`yin2019_monte_carlo` checks them
   against a TensorFlow ``@tf.custom_gradient`` STE on sampled inputs).
 * :func:`dann`: gradient reversal (Ganin & Lempitsky 2015), a shallow DANN on rotated two moons.
-* :func:`shape_scale`: surrogate shape vs scale (Zenke & Vogels 2021) on a Heaviside hidden layer.
+* :func:`shape_scale`: surrogate shape vs scale (Zenke & Vogels 2021) on a Heaviside hidden layer, and
+  :func:`spiking_contrasts`: their peak-normalised vs asymptotic scale and detached vs differentiable reset in a
+  spiking layer trained in time (:mod:`explorer.train.spiking`).
 * :func:`ste_bias`: what a straight-through estimator costs (Tucker et al. 2017; Grathwohl et al. 2018; Liu et al.
   2023): SGD on E_b[|b - t|^p] with the exact gradient, REINFORCE and straight-through, against the closed forms
   (:mod:`explorer.train.ste_bias`).
@@ -35,6 +37,8 @@ from explorer.train import tasks
 # -- Yin et al. 2019 -----------------------------------------------------------------------------------
 from explorer.train import trainer as train
 from explorer.train.setup import TrainState
+from explorer.train.spiking import contrast_table as spiking_contrast_table  # noqa: F401
+from explorer.train.spiking import contrasts as spiking_contrasts  # noqa: F401
 from explorer.train.ste_bias import (  # noqa: F401 - the ste_bias preset's functions, as explorer.train.presets.<name>
     closed_forms as ste_bias_closed_forms,
 )
