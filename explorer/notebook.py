@@ -49,9 +49,10 @@ TARGET_KINDS = "a built-in op key, an ops.OpSpec, a @tf.custom_gradient function
 LEVEL_STYLES = {
     "fail": ("#D55E00", "#FBE3D6"),
     "warn": ("#9A6A00", "#FDF1D8"),
+    "skip": ("#5F6368", "#EEEEEE"),
     "pass": ("#007A5A", "#E2F3EC"),
 }
-LEVEL_ORDER = {"fail": 0, "warn": 1, "pass": 2}
+LEVEL_ORDER = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
 
 _FUNCTION_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
 _LAYER_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
@@ -142,7 +143,6 @@ def _layer_spec(layer: Any) -> ops.OpSpec:
         through_layer,
         key=layer_class.__name__,
         title=f"{layer_class.__name__} (Keras layer)",
-        justification=(layer_class.__doc__ or "").strip(),
     )
 
 
@@ -216,7 +216,7 @@ class CheckReport:
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        """One row per check: op, check, level ("pass", "warn" or "fail"), message; in the checker's order."""
+        """One row per check: op, check, level ("pass", "skip", "warn" or "fail"), message; in the checker's order."""
         rows = [(self.op, check.name, check.level, check.message) for check in self.checks]
         return pd.DataFrame(rows, columns=["op", "check", "level", "message"])
 
@@ -225,7 +225,7 @@ class CheckReport:
         verdict = "ok" if self.ok else "FAILED"
         return (
             f"{self.op}: {verdict}, {len(self.checks)} checks: {counts['pass']} pass, {counts['warn']} warn, "
-            f"{counts['fail']} fail"
+            f"{counts['fail']} fail, {counts['skip']} skip"
         )
 
     def __repr__(self) -> str:
@@ -234,7 +234,8 @@ class CheckReport:
         return f"{self.summary()}\n{format_table(self.frame)}" if self.checks else self.summary()
 
     def _repr_html_(self) -> str:
-        """A table, failed checks first, then warnings, then passes; each row coloured by its level."""
+        """A table, failed checks first, then warnings, skips (checks that do not apply), passes; each row
+        coloured by its level."""
         ordered = sorted(self.checks, key=lambda check: LEVEL_ORDER[check.level])  # stable: checker order kept
         cell = "padding:4px 8px;text-align:left;vertical-align:top;border-bottom:1px solid #ddd"
         rows = []
