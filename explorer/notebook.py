@@ -4,6 +4,7 @@
     explorer.sweep(my_fn, lo=-2, hi=2)    # a Sweep, as explorer.explore.sweeps.sweep gives
     explorer.plot(my_fn)                  # the Explore page's three-panel figure
     explorer.plot([my_fn, "ste_sign"])    # the page's compare overlay
+    explorer.plot(my_fn, save="fig.svg")  # and written as SVG, PNG or PDF (needs the images extra: kaleido)
     explorer.check(my_fn)                 # a report: .ok, .frame, a coloured table in the notebook
     explorer.plot_training(explorer.train.compare("xor", [my_fn, "ste_sign"], epochs=50))
     explorer.interact(my_fn)              # sliders and a figure updated in place (ipywidgets)
@@ -31,6 +32,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -180,12 +182,14 @@ def plot(
     overlay: bool = False,
     labels: Sequence[str] | None = None,
     title: str | None = None,
+    save: str | Path | None = None,
 ) -> go.Figure:
     """The Explore page's figure of a target (or of a :class:`Sweep`): forward | true | custom gradient with the
     special points marked, or both gradients in one panel with ``overlay``.
 
     A list of targets or sweeps gives the page's compare figure (custom gradients overlaid, ``labels`` or the
     keys in the legend); the same range, dtype and ``params`` apply to each target that is not a sweep.
+    ``save="fig.svg"`` (or ``.png``, ``.pdf``) also writes the figure there (:func:`save_figure`).
     """
     if isinstance(target, (list, tuple)):
         if not target:
@@ -193,9 +197,18 @@ def plot(
         results = [_as_sweep(item, lo, hi, n, params, upstream, dtype) for item in target]
         names = [_label(result) for result in results] if labels is None else list(labels)
         points = [special_points(result) for result in results]
-        return figures.compare_figure(results, names, points, title=title)
+        return save_figure(figures.compare_figure(results, names, points, title=title), save)
     result = _as_sweep(target, lo, hi, n, params, upstream, dtype)
-    return figures.main_figure(result, special_points(result), overlay=overlay, title=title)
+    return save_figure(figures.main_figure(result, special_points(result), overlay=overlay, title=title), save)
+
+
+def save_figure(figure: go.Figure, path: str | Path | None) -> go.Figure:
+    """``figure``, written to ``path`` first when one is given: SVG, PNG or PDF by the suffix, through plotly's
+    static-image writer (:func:`explorer.explore.figures.write_image`: needs kaleido and a Chrome or Chromium,
+    ``pip install 'gradient-explorer[images]'``; the ImportError says so)."""
+    if path is not None:
+        figures.write_image(figure, path)
+    return figure
 
 
 def _as_sweep(target: Any, lo, hi, n, params, upstream, dtype) -> Sweep:
@@ -287,9 +300,9 @@ def check(target: Any, params: Mapping[str, float] | None = None, **declarations
 
 
 # -- training ----------------------------------------------------------------------------------------------
-def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss") -> go.Figure:
+def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss", save: str | Path | None = None) -> go.Figure:
     """The Train page's loss figure of :func:`explorer.train.compare`'s results (one RunResult or a list),
-    each run labelled as the page labels it (``ste_sign (custom)``)."""
+    each run labelled as the page labels it (``ste_sign (custom)``); ``save`` as :func:`plot`'s."""
     from explorer.train.figures import loss_figure
 
     runs = [results] if hasattr(results, "history") else list(results)
@@ -300,7 +313,7 @@ def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss") ->
             raise TypeError(f"expected the results of explorer.train.compare (RunResult), got {type(run).__name__}")
         if metric not in run.history:
             raise ValueError(f"metric must be a column of the history: {', '.join(map(str, run.history.columns))}")
-    return loss_figure([run.history for run in runs], [run.run.label for run in runs], log_y=log_y, metric=metric)
+    return save_figure(loss_figure([run.history for run in runs], [run.run.label for run in runs], log_y=log_y, metric=metric), save)
 
 
 # -- interact ----------------------------------------------------------------------------------------------
