@@ -817,6 +817,12 @@ def compare_figure_spec(
     return {"data": data, "layout": layout}
 
 
+def chart_config(filename: str) -> dict:
+    """The plotly.js config of every figure the app draws: the modebar's camera button downloads an SVG named
+    ``<filename>.svg`` (a vector figure for a paper or slides; PNG is plotly's default), and no plotly logo."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": filename}}
+
+
 def figure_html(fig: go.Figure | dict) -> str:
     """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN).
     ``fig`` is a Figure or a spec of this module (:func:`main_figure_spec`)."""
@@ -824,7 +830,7 @@ def figure_html(fig: go.Figure | dict) -> str:
         fig = as_figure(fig)
     if not isinstance(fig, go.Figure):
         raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
-    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    return fig.to_html(include_plotlyjs=True, full_html=True, config=chart_config("figure"))
 
 
 # -- static images -----------------------------------------------------------------------------------------

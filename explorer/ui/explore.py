@@ -405,7 +405,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         return state
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
-        show_figure(figure, key="compare_figure")
+        show_figure(figure, key="compare_figure", filename=f"{spec.key}_compare")
     with col_table:
         st.dataframe(table, hide_index=True)
     return state
@@ -537,7 +537,7 @@ def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.Ex
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
         return state, None, None
     shown = cached_signature_shown((key, state.overlay))
-    show_figure(shown.figure, key="main_figure", config={"displaylogo": False})
+    show_figure(shown.figure, key="main_figure", filename=state.op)
     st.caption(_signature_note(shown_view.result.spec, layout, view))
     yours.graph_notes(state.op)
     for x, note in shown_view.undeclared:
@@ -596,7 +596,7 @@ def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state
         return state
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
-        show_figure(figure, key="compare_figure")
+        show_figure(figure, key="compare_figure", filename=f"{state.op}_compare")
     with col_table:
         st.dataframe(table, hide_index=True)
     return state
@@ -639,7 +639,7 @@ def page() -> None:
     if view is not None:
         shown = cached_shown((_key(state), state.overlay))
         figure = shown.figure
-        show_figure(figure, key="main_figure", config={"displaylogo": False})
+        show_figure(figure, key="main_figure", filename=spec.key)
         yours.graph_notes(spec.key)
         for x, note in view.undeclared:
             st.warning(f"Undeclared special point at x = {x:.6g}: {note}", icon="⚠️")

@@ -47,7 +47,7 @@ from explorer import state as url_state
 from explorer.train import preset_figures, presets, tasks
 from explorer.train import trainer as train
 from explorer.train.figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
-from explorer.ui.widgets import ReadyFigure, literal, show_figure
+from explorer.ui.widgets import ReadyFigure, literal, show_chart, show_figure
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -565,7 +565,7 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
     dataset = session.dataset
     st.subheader("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves")
     predictions = _predictions(session, epoch, results)
-    st.plotly_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
+    show_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
     history = pd.concat([r.history.assign(run=r.run.label) for r in results], ignore_index=True)
     st.download_button(
         "History as CSV",
@@ -711,7 +711,7 @@ def _yin_view() -> None:
         hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
     )
-    st.plotly_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
+    show_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
     sweep = _yin_sweep()
     singular = sweep.loc[sweep["singular"], "theta"].tolist()
     st.markdown(
@@ -720,7 +720,7 @@ def _yin_view() -> None:
         f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
         "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
     )
-    st.plotly_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
+    show_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
     if st.toggle("Check the closed forms against a TensorFlow @tf.custom_gradient STE (Monte Carlo)", key=MONTE_CARLO_KEY):
         check = _yin_monte_carlo()
         worst = float(check["z"].abs().max())
@@ -741,7 +741,7 @@ def _dann_view() -> None:
         f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
     )
     st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean target accuracy", "std", "min", "max")})
-    st.plotly_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
+    show_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
     with st.expander("Every seed"):
         st.dataframe(per_seed, hide_index=True)
 
@@ -762,7 +762,7 @@ def _shape_scale_view() -> None:
     table = presets.shape_scale_table(results)
     st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
     st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
-    st.plotly_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
+    show_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
     with st.expander("Every run"):
         st.dataframe(results, hide_index=True)
 

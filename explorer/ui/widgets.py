@@ -13,6 +13,7 @@ import streamlit as st
 from plotly.basedatatypes import BaseFigure
 
 import ops
+from explorer.explore.figures import chart_config
 
 
 def show_formulas(spec: ops.OpSpec) -> None:
@@ -331,7 +332,14 @@ def _with_sendable_arrays(value: Any, digest: Any = None) -> Any:
     return value
 
 
-def show_figure(figure: ReadyFigure, key: str, **kwargs: Any) -> None:
-    """``st.plotly_chart`` of a :class:`ReadyFigure`, which carries Streamlit's theme itself (``theme=None``)."""
-    st.plotly_chart(figure, key=key, theme=None, **kwargs)
+def show_figure(figure: ReadyFigure, key: str, filename: str | None = None, **kwargs: Any) -> None:
+    """``st.plotly_chart`` of a :class:`ReadyFigure`, which carries Streamlit's theme itself (``theme=None``); its
+    camera button saves ``<filename>.svg`` (default: the key), as every chart's does (:func:`show_chart`)."""
+    st.plotly_chart(figure, key=key, theme=None, config=chart_config(filename or key.replace(".", "_")), **kwargs)
 
+
+def show_chart(figure: BaseFigure, key: str, filename: str | None = None, **kwargs: Any) -> None:
+    """``st.plotly_chart`` of a plotly Figure in Streamlit's theme, its camera button saving ``<filename>.svg``
+    (default: the key). Every chart of the pages goes through here or :func:`show_figure`
+    (``tests/test_downloads.py`` checks that no page calls ``st.plotly_chart`` itself)."""
+    st.plotly_chart(figure, key=key, config=chart_config(filename or key.replace(".", "_")), **kwargs)

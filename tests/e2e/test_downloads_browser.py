@@ -1,5 +1,5 @@
-"""Figures for a paper, in a real browser: the notebook's ``plot(..., save=...)`` writes SVG, PNG and PDF through
-kaleido in this Chromium."""
+"""Figures for a paper, in a real browser: the camera button of a chart saves an SVG, and the notebook's
+``plot(..., save=...)`` writes SVG, PNG and PDF through kaleido in this Chromium."""
 
 from __future__ import annotations
 
@@ -15,12 +15,33 @@ from explorer.explore import figures
 pytestmark = pytest.mark.e2e
 
 SVG = "{http://www.w3.org/2000/svg}"
+LEGEND_NAMES_JS = """(key) => document.querySelector('.st-key-' + key + ' .js-plotly-plot')._fullData
+  .filter((t) => t.showlegend && t.visible === true).map((t) => t.name)"""
 
 
 def _texts(path: Path) -> set[str]:
     root = ET.parse(path).getroot()  # raises on anything that is not well-formed XML
     assert root.tag == f"{SVG}svg"
     return {"".join(element.itertext()) for element in root.iter(f"{SVG}text")}
+
+
+def test_the_camera_button_saves_an_svg_with_the_traces_names(app, tmp_path):
+    app.open(query={"op": "atan", "p.alpha": "3"})
+    app.wait_figure()
+    legend = set(app.page.evaluate(LEGEND_NAMES_JS, "main_figure"))
+    assert {"forward", "true gradient (autodiff)", "custom gradient"} <= legend
+    chart = app.page.locator(".st-key-main_figure .js-plotly-plot")
+    chart.hover()
+    camera = chart.locator('.modebar-btn[data-title="Download plot"]')
+    with app.page.expect_download(timeout=60_000) as info:
+        camera.click()
+    download = info.value
+    assert download.suggested_filename == "atan.svg"
+    path = tmp_path / download.suggested_filename
+    download.save_as(path)
+    texts = _texts(path)
+    assert legend <= texts
+    assert "Forward" in texts and "Custom gradient" in texts  # the panel titles
 
 
 def test_the_notebook_writes_svg_png_and_pdf_through_kaleido(chromium_path, monkeypatch, tmp_path):
