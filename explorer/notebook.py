@@ -44,16 +44,10 @@ from explorer.explore import figures
 from explorer.explore import sweeps as _sweeps
 from explorer.explore.points import special_points
 from explorer.explore.sweeps import Sweep
+from explorer.explore.view_html import LEVEL_ORDER, LEVEL_STYLES, checks_html
 
 NOTEBOOK_EXTRA = "pip install gradient-explorer[notebook]"
 TARGET_KINDS = "a built-in op key, an ops.OpSpec, a @tf.custom_gradient function or a Keras layer"
-# the report's colours: the figures' Okabe-Ito hues for the text, light tints behind it
-LEVEL_STYLES = {
-    "fail": ("#D55E00", "#FBE3D6"),
-    "warn": ("#9A6A00", "#FDF1D8"),
-    "pass": ("#007A5A", "#E2F3EC"),
-}
-LEVEL_ORDER = {"fail": 0, "warn": 1, "pass": 2}
 
 _FUNCTION_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
 _LAYER_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
@@ -247,26 +241,9 @@ class CheckReport:
         return f"{self.summary()}\n{format_table(self.frame)}" if self.checks else self.summary()
 
     def _repr_html_(self) -> str:
-        """A table, failed checks first, then warnings, then passes; each row coloured by its level."""
-        ordered = sorted(self.checks, key=lambda check: LEVEL_ORDER[check.level])  # stable: checker order kept
-        cell = "padding:4px 8px;text-align:left;vertical-align:top;border-bottom:1px solid #ddd"
-        rows = []
-        for check in ordered:
-            colour, background = LEVEL_STYLES[check.level]
-            rows.append(
-                f'<tr style="background:{background}" data-level="{check.level}">'
-                f'<td style="{cell};font-family:monospace">{html.escape(check.name)}</td>'
-                f'<td style="{cell};color:{colour};font-weight:bold">{check.level}</td>'
-                f'<td style="{cell}">{html.escape(check.message)}</td></tr>'
-            )
-        colour = LEVEL_STYLES["pass" if self.ok else "fail"][0]
-        return (
-            '<div class="gradient-explorer-check">'
-            f'<p style="color:{colour};font-weight:bold;margin:4px 0">{html.escape(self.summary())}</p>'
-            '<table style="border-collapse:collapse;font-size:13px">'
-            f'<thead><tr><th style="{cell}">check</th><th style="{cell}">result</th>'
-            f'<th style="{cell}">message</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
-        )
+        """A table, failed checks first, then warnings, then passes; each row coloured by its level (the table
+        of a downloaded view, :func:`explorer.explore.view_html.checks_html`)."""
+        return checks_html(self.checks, self.summary())
 
 
 def check(target: Any, params: Mapping[str, float] | None = None, **declarations: Any) -> CheckReport:

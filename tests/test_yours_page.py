@@ -73,7 +73,7 @@ def test_square_shows_its_numerical_true_gradient_and_half_of_it(square_app):
     np.testing.assert_allclose(_values(true, "y"), 2 * _values(true, "x"), rtol=1e-3, atol=1e-3)
     assert app.query_params["op"] == "square_with_scaled_grad"
     labels = [button.proto.label for button in app.get("download_button")]
-    assert labels == ["Sweep as CSV (2,001 rows)", "Figure as standalone HTML"]
+    assert labels == ["Sweep as CSV (2,001 rows)", "Download this view (HTML)"]
 
 
 def test_the_checks_appear_once_done(square_app):

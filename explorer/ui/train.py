@@ -47,7 +47,7 @@ from explorer import state as url_state
 from explorer.train import preset_figures, presets, tasks
 from explorer.train import trainer as train
 from explorer.train.figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
-from explorer.ui.widgets import ReadyFigure, literal, show_chart, show_figure
+from explorer.ui.widgets import ReadyFigure, literal, page_link, show_chart, show_figure
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -574,6 +574,48 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
         mime="text/csv",
         on_click="ignore",
     )
+    _view_download(dataset, epoch, results, predictions)
+
+
+def _view_download(dataset: tasks.Dataset, epoch: int, results: list[train.RunResult], predictions: list) -> None:
+    """"Download this view": the loss, gradient-flow and prediction figures, the results and the settings as one
+    HTML file that opens offline (:func:`explorer.explore.view_html.view_html`), made when clicked."""
+    from explorer.explore import view_html
+
+    link = page_link(st.query_params.to_dict(), "train")
+    config: TrainConfig | None = st.session_state.get(CONFIG_KEY)
+    labels = [r.run.label for r in results]
+    histories = [r.history for r in results]
+    log_y = bool(st.session_state.get("train.log_y", False))
+
+    def build() -> str:
+        charts = [
+            view_html.Chart("Loss", ReadyFigure(loss_figure_spec(histories, labels, log_y=log_y)).to_dict(), "training_loss"),
+            view_html.Chart("Gradient flow through depth", ReadyFigure(layer_norm_figure_spec(histories, labels, epoch=epoch)).to_dict(), "gradient_flow"),
+            view_html.Chart("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves", prediction_figure(predictions, labels, dataset), "predictions"),
+        ]  # fmt: skip
+        tables = [view_html.Table("Results", _results_table(results), "Each run: op (gradient mode, parameters changed from the defaults) after its last epoch; every run started from the same weights and saw the same batches.")]
+        if config is not None:
+            settings = {
+                "task": tasks.get(config.task).title, "points": config.n, "noise": config.noise,
+                "hidden layers x width": f"{config.depth} x {config.width}", "optimiser": OPTIMIZER_LABELS.get(config.optimizer, config.optimizer),
+                "learning rate": config.learning_rate, "batch size": config.batch_size or "full batch", "epochs trained": epoch, "seed": config.seed,
+            }  # fmt: skip
+            tables.append(view_html.Table("Settings", pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})))
+        return view_html.view_html(
+            f"Train: {tasks.get(dataset.name).title} · Gradient Explorer", link, charts, tables,
+            subtitle=f"{len(results)} runs, {epoch} epochs: " + ", ".join(labels),
+            link_note="Opens the Train page on the server that saved this file (you need access to it). The settings "
+            "and runs below give this training again with Start: the same seed, initial weights and batches.",
+            saved_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        )  # fmt: skip
+
+    st.download_button(
+        "Download this view (HTML)", data=build, file_name=f"training_{dataset.name}_view.html", mime="text/html",
+        on_click="ignore",
+        help="One file that opens offline in any browser, for a teammate without this server: the interactive figures "
+        "(plotly.js inside, about 5 MB), the link to this page, the results and the settings.",
+    )  # fmt: skip
 
 
 # -- presets ------------------------------------------------------------------------------------
