@@ -22,7 +22,7 @@ from explorer import state as url_state
 from explorer.checker.checks import Check
 from explorer.explore import figures, view_html
 from explorer.explore.points import display_table, special_points
-from tests.view_file import read_view, values
+from tests.view_file import read_view, recording_downloads, values
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -185,23 +185,8 @@ def _svg_buttons(app: AppTest) -> dict[str, dict]:
     return {chart.proto.id: json.loads(chart.proto.config)["toImageButtonOptions"] for chart in app.get("plotly_chart")}
 
 
-@pytest.fixture
-def download_data(monkeypatch):
-    """file name -> the data each download button of the run was given (a callable for a deferred file)."""
-    from streamlit.elements.widgets import button
-
-    given: dict[str, object] = {}
-    original = button.marshall_file
-
-    def recording(coordinates, data, proto, mimetype, file_name=None, **kwargs):
-        given[file_name] = data
-        return original(coordinates, data, proto, mimetype, file_name, **kwargs)
-
-    monkeypatch.setattr(button, "marshall_file", recording)
-    return given
-
-
-def test_explore_downloads_this_view_with_its_figures_link_checks_and_points(download_data):
+def test_explore_downloads_this_view_with_its_figures_link_checks_and_points(monkeypatch):
+    download_data = recording_downloads(monkeypatch)
     app = AppTest.from_file(APP, default_timeout=TIMEOUT)
     app.query_params.update({"op": "ste_sign", "p.clip_value": "0.5", "lo": "-2", "hi": "2", "n": "801"})
     app.run()
@@ -268,7 +253,8 @@ def train_app():
     train.page()
 
 
-def test_train_downloads_this_view_with_its_runs_results_and_settings(download_data):
+def test_train_downloads_this_view_with_its_runs_results_and_settings(monkeypatch):
+    download_data = recording_downloads(monkeypatch)
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.number_input(key="train.epochs").set_value(3).run()
     app.button[0].click().run()  # Start

@@ -86,6 +86,19 @@ def test_the_checks_appear_once_done(square_app):
     assert row["result"].endswith("warn") and "half of autodiff" in row["message"]
 
 
+def test_the_downloaded_view_of_a_loaded_op_holds_its_checks(examples_env, monkeypatch):
+    from tests.view_file import read_view, recording_downloads
+
+    downloads = recording_downloads(monkeypatch)
+    app = _app({"op": "square_with_scaled_grad"})
+    results = loaded.checks("square_with_scaled_grad", {}).result(timeout=TIMEOUT)
+    view = read_view(downloads["square_with_scaled_grad_view.html"]())
+    order = {"fail": 0, "warn": 1, "pass": 2}
+    assert view.check_rows == [(c.level, c.name, c.message) for c in sorted(results, key=lambda c: order[c.level])]
+    assert view.check_rows[0][:2] == ("warn", "vs_autodiff")
+    assert [t.get("name") for t in view.figures[0]["data"]] == [t.get("name") for t in _figure(app)["data"]]
+
+
 def test_every_example_op_renders_or_shows_its_message(examples_env):
     app = _app()
     for key in examples_env.ops:

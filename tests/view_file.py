@@ -108,3 +108,19 @@ def values(trace: dict, axis: str) -> np.ndarray:
     if isinstance(raw, dict):
         return np.frombuffer(base64.b64decode(raw["bdata"]), dtype=np.dtype(raw["dtype"])).astype(float)
     return np.array([np.nan if v is None else v for v in raw], dtype=float)
+
+
+def recording_downloads(monkeypatch) -> dict[str, object]:
+    """From now on in this test: file name -> the data each download button of a page run was given (for a
+    deferred file, the callable that makes it), recorded as Streamlit marshals the button."""
+    from streamlit.elements.widgets import button
+
+    given: dict[str, object] = {}
+    original = button.marshall_file
+
+    def recording(coordinates, data, proto, mimetype, file_name=None, **kwargs):
+        given[file_name] = data
+        return original(coordinates, data, proto, mimetype, file_name, **kwargs)
+
+    monkeypatch.setattr(button, "marshall_file", recording)
+    return given
