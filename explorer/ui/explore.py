@@ -698,7 +698,7 @@ VIEW_CHECKS_SECONDS = 90.0  # a downloaded view waits this long for the checks (
 def _view_file(state: url_state.ExploreState, link: str, view: View, shown: Shown, compared: Shown | None):
     """The "Download this view" file of this view, as a function of no arguments: st.download_button calls it on the
     click, in a thread of the server, so a rerun pays only for making the closure."""
-    spec, params = view.result.spec, state.resolved_params()
+    spec, params = state.spec, state.resolved_params()  # the page's op (a loaded function's view has a spec of its own)
 
     def build() -> str:
         settings = ", ".join(f"{name} = {value:g}" for name, value in params.items())
