@@ -825,30 +825,30 @@ def needs_worker(runs: Any) -> bool:
 
 
 def _describe(run: Any) -> tuple:
-    """A trainer Run as the worker rebuilds it: ``(kind, key or spec, params or op key, gradient)``;
+    """A trainer Run as the worker rebuilds it: ``(kind, key or spec, params or op key, gradient, learn)``;
     loaded ops and layers go by key (the worker loaded the same modules), an editor op as its spec."""
     if run.layer is not None:
         keys = [key for key, item in current().layers.items() if item.layer_class is run.layer]
         if not keys:
             raise ValueError(f"{run.layer.__name__} is not a layer loaded with GRADIENT_EXPLORER_OPS")
-        return ("layer", keys[0], None if run.op is None else run.spec.key, run.gradient)
+        return ("layer", keys[0], None if run.op is None else run.spec.key, run.gradient, False)
     if run.op is None:
-        return ("relu", None, None, run.gradient)
+        return ("relu", None, None, run.gradient, False)
     spec = run.spec
     if spec.builtin or is_loaded(spec.key):
-        return ("op", spec.key, dict(run.params), run.gradient)
-    return ("spec", spec, dict(run.params), run.gradient)
+        return ("op", spec.key, dict(run.params), run.gradient, run.learn)
+    return ("spec", spec, dict(run.params), run.gradient, run.learn)
 
 
 def _run_here(description: tuple) -> Any:
     from explorer.train import trainer as train
 
-    kind, what, extra, gradient = description
+    kind, what, extra, gradient, learn = description
     if kind == "layer":
         return train.Run(None if extra is None else get(extra), None, gradient, layer=current().layers[what].layer_class)
     if kind == "relu":
         return train.Run(None, None, gradient)
-    return train.Run(get(what) if kind == "op" else what, extra, gradient)
+    return train.Run(get(what) if kind == "op" else what, extra, gradient, learn=learn)
 
 
 def _state_here(session: Any) -> tuple:
@@ -869,10 +869,10 @@ def _session_here(session_id: str) -> Any:
     return session
 
 
-def _new_session_here(session_id: str, dataset: Any, descriptions: list, options: dict) -> tuple:
+def _new_session_here(session_id: str, state: Any, descriptions: list) -> tuple:
     from explorer.train import trainer as train
 
-    session = train.Session(dataset, [_run_here(d) for d in descriptions], **options)
+    session = train.Session(state, runs=[_run_here(d) for d in descriptions])
     _SESSIONS[session_id] = session
     while len(_SESSIONS) > MAX_WORKER_SESSIONS:
         _SESSIONS.popitem(last=False)
@@ -915,18 +915,20 @@ class WorkerSession:
     Time limit of one call: :func:`explorer.worker.call_seconds` per run (the first chunk traces each run's
     training step), plus the call's training budget."""
 
-    def __init__(self, dataset: Any, runs: Any, **options: Any) -> None:
+    def __init__(self, state: Any) -> None:
+        """``state``: the :class:`explorer.train.TrainState` of the session, as :class:`explorer.train.Session` takes it."""
         import uuid
 
-        self.dataset = dataset
-        self.runs = list(runs)
+        self.state = state
+        self.dataset = state.dataset()
+        self.runs = list(state.runs)
         self.id = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._failure: str | None = None
         self._descriptions = [_describe(run) for run in self.runs]
-        self._options = dict(options)
+        self._controls = state.replace(runs=())  # the runs go as descriptions: a loaded op is rebuilt there by key
         try:
-            state = self._remote(_new_session_here, self.id, dataset, self._descriptions, self._options, seconds=0.0)
+            state = self._remote(_new_session_here, self.id, self._controls, self._descriptions, seconds=0.0)
         except worker.NotSendable:
             raise ValueError(
                 "an editor op cannot be trained in one session with a loaded op or layer; compare them in two sessions"
@@ -975,7 +977,7 @@ class WorkerSession:
             return self._remote(function, self.id, *args, seconds=seconds)
         except LookupError:
             pass
-        self._remote(_new_session_here, self.id, self.dataset, self._descriptions, self._options, seconds=0.0)
+        self._remote(_new_session_here, self.id, self._controls, self._descriptions, seconds=0.0)
         if self.epoch > 0:
             self._remote(_train_to_here, self.id, self.epoch, None, seconds=0.0)
         return self._remote(function, self.id, *args, seconds=seconds)

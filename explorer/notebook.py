@@ -6,7 +6,7 @@
     explorer.plot([my_fn, "ste_sign"])    # the page's compare overlay
     explorer.plot(my_fn, save="fig.svg")  # and written as SVG, PNG or PDF (needs the images extra: kaleido)
     explorer.check(my_fn)                 # a report: .ok, .frame, a coloured table in the notebook
-    explorer.plot_training(explorer.train.compare("xor", [my_fn, "ste_sign"], epochs=50))
+    explorer.plot_training(explorer.train.compare(task="xor", runs=[ops.from_function(my_fn), "ste_sign"], epochs=50))
     explorer.interact(my_fn)              # sliders and a figure updated in place (ipywidgets)
 
 A *target* is a built-in op key (``"atan"``), an :class:`ops.OpSpec`, your ``@tf.custom_gradient`` function

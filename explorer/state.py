@@ -1,4 +1,5 @@
-"""The typed state of the pages and its URL form: :class:`ExploreState` and :class:`EditorSource`.
+"""The typed state of the pages and its URL form: :class:`ExploreState`, :class:`EditorSource` and
+:class:`TrainState` (defined beside the trainer, which takes it: :mod:`explorer.train.setup`).
 
 Like TensorFlow Playground's ``state.ts``: every control of a page is a field here, the URL
 query string is a serialisation of it, and a copied URL reproduces the view. Parsing never
@@ -33,6 +34,7 @@ from typing import Any
 import ops
 from explorer import expr, loaded
 from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N
+from explorer.train import setup as train_setup
 
 DEFAULT_OP = "ste_sign"
 DTYPES = ops.DTYPES
@@ -43,6 +45,7 @@ COMPARE_MODES = ("ops", "param")
 MAX_COMPARE = 6
 MAX_QUERY_VALUE = 200  # characters kept from one URL value; a longer one is ignored with a notice
 PARAM_PREFIX = "p."
+TrainState = train_setup.TrainState  # the Train page's state; its URL form is at the end of this module
 
 
 @dataclass(frozen=True)
@@ -529,18 +532,218 @@ def editor_op(source: EditorSource | None) -> ops.OpSpec | None:
 
 
 # -- the train page ------------------------------------------------------------------------------------
-# URL key: ``preset`` (``/train?preset=yin2019``). The page's other controls are not in its URL.
+# URL keys: ``preset``, ``task``, ``n``, ``noise``, ``width``, ``depth``, ``opt``, ``lr``, ``batch`` (a whole number,
+# or ``full``), ``epochs``, ``seed`` and ``runs``: ``op:gradient[:params][:learn]`` per run, runs joined by ``;``,
+# params as ``name=value,name=value`` (``/train?lr=0.1&runs=atan:custom:alpha=4;atan:true``). Keys left out take
+# the preset's value (with ``preset``) or the default; so ``/train?preset=yin2019`` is the whole preset.
 PRESET_URL_KEY = "preset"
+TRAIN_URL_KEYS = ("preset", "task", "n", "noise", "width", "depth", "opt", "lr", "batch", "epochs", "seed", "runs")
+LEARN_FLAG = "learn"
+RELU_KEY = "relu"  # the Keras ReLU baseline, Run(None)
 
 
-def preset_from_query(query: Mapping[str, Any], known: Sequence[str]) -> tuple[str | None, list[str]]:
-    """The preset a Train-page URL asks for (None: none asked, or not one of ``known``) and a notice
-    for a value that is not used. Repeated keys: the last one wins, as on the other pages."""
-    raw = _last(query, PRESET_URL_KEY)
-    if raw is None:
-        return None, []
-    if len(raw) > MAX_QUERY_VALUE:
-        return None, [f"URL value of '{PRESET_URL_KEY}' is too long ({len(raw)} characters); no preset loaded."]
-    if raw in known:
-        return raw, []
-    return None, [f"Unknown preset '{raw}' in the URL; no preset loaded, your settings are kept. Presets: {', '.join(known)}."]
+def parse_run_params(spec: ops.OpSpec, text: str) -> dict[str, float]:
+    """``"alpha=2, threshold=0.5"`` -> dict; ValueError names the bad item."""
+    params: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"'{item.strip()}' should look like name=value (parameters of {spec.key}: {', '.join(spec.param_names) or 'none'})")
+        try:
+            params[name.strip()] = _number(value)
+        except ValueError:
+            raise ValueError(f"'{item.strip()}': {value.strip()!r} is not a finite number") from None
+    return params
+
+
+def run_params_text(run: train_setup.Run) -> str:
+    """The parameters of ``run`` that differ from the op's defaults, as :func:`parse_run_params` reads them."""
+    if run.op is None or run.layer is not None:
+        return ""
+    defaults = run.spec.defaults()
+    return ",".join(f"{name}={url_number(value)}" for name, value in run.params.items() if value != defaults[name])
+
+
+def _run_key(run: train_setup.Run) -> str:
+    if run.layer is not None:
+        return next((key for key, item in loaded.current().layers.items() if item.layer_class is run.layer), run.layer.__name__)
+    return RELU_KEY if run.op is None else run.spec.key
+
+
+def runs_to_text(runs: Sequence[train_setup.Run]) -> str:
+    """``op:gradient[:params][:learn]`` per run, joined by ``;``."""
+    texts = []
+    for run in runs:
+        fields = [_run_key(run), run.gradient]
+        params = run_params_text(run)
+        if params or run.learn:
+            fields.append(params)
+        if run.learn:
+            fields.append(LEARN_FLAG)
+        texts.append(":".join(fields))
+    return ";".join(texts)
+
+
+def make_run(key: str, gradient: str, params_text: str = "", learn: bool = False, editor_op: ops.OpSpec | None = None) -> train_setup.Run:
+    """The Run of a runs-table row or a URL item: ``key`` a built-in op, the editor's op, a loaded op or layer
+    (a layer is used in place of the op); ValueError says what is wrong."""
+    if gradient not in ops.GRADIENT_MODES:
+        raise ValueError(f"gradient '{gradient}' must be one of {', '.join(ops.GRADIENT_MODES)}")
+    if key == RELU_KEY and key not in loaded.names():
+        return train_setup.Run(None, None, gradient)
+    layer = loaded.current().layers.get(key)
+    if layer is not None:  # your layer in place of the op (true mode: the function it calls)
+        if params_text.strip() or learn:
+            raise ValueError(f"{key} is built with no arguments: leave its parameters empty")
+        spec = None if layer.op_key is None else loaded.get(layer.op_key)
+        return train_setup.Run(spec, None, gradient, layer=layer.layer_class)
+    spec = editor_op if editor_op is not None and key == editor_op.key else loaded.get(key)
+    reason = loaded.untrainable(key) if loaded.is_loaded(key) else None
+    if reason is not None:
+        raise ValueError(f"{key} is unavailable for training: it {reason} (the Explore page draws it)")
+    return train_setup.Run(spec, parse_run_params(spec, params_text), gradient, learn=learn)
+
+
+def runs_from_text(text: str, editor_op: ops.OpSpec | None = None) -> tuple[list[train_setup.Run], list[str]]:
+    """The runs of a ``runs`` URL value and a message per item that is not a valid run."""
+    runs, problems = [], []
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        fields = item.split(":")
+        learn = len(fields) > 2 and fields[-1] == LEARN_FLAG
+        if learn:
+            fields = fields[:-1]
+        if len(fields) > 3 or len(fields) < 2:
+            problems.append(f"'{item}' is not op:gradient[:params][:{LEARN_FLAG}]")
+            continue
+        try:
+            runs.append(make_run(fields[0], fields[1], fields[2] if len(fields) == 3 else "", learn, editor_op))
+        except (KeyError, ValueError) as error:
+            problems.append(f"'{item}': {error.args[0] if error.args else error}")
+    return runs, problems
+
+
+def train_from_query(
+    query: Mapping[str, Any], base: train_setup.TrainState | None = None, *, editor_op: ops.OpSpec | None = None
+) -> tuple[train_setup.TrainState, list[str]]:
+    """The Train state a URL asks for, plus a notice for every value not used (the default is used instead).
+
+    Keys the URL leaves out keep ``base``'s value (the page's current controls; default: the defaults), or the
+    preset's when ``preset`` names one. An unknown preset keeps every control and run."""
+    from explorer.train import presets, tasks
+
+    notices: list[str] = []
+    default = train_setup.TrainState()
+    state = base or default
+
+    def text(key: str) -> str | None:
+        raw = _last(query, key)
+        if raw is not None and len(raw) > MAX_QUERY_VALUE:
+            notices.append(f"URL value of '{key}' is too long ({len(raw)} characters); using the default.")
+            return None
+        return raw
+
+    raw = text(PRESET_URL_KEY)
+    if raw is not None:
+        if raw in presets.names():
+            state = presets.get(raw).state
+        elif raw:
+            notices.append(f"Unknown preset '{raw}' in the URL; no preset loaded, your settings are kept. Presets: {', '.join(presets.names())}.")
+            state = state.replace(preset="")
+        else:
+            state = state.replace(preset="")
+    changes: dict[str, Any] = {}
+
+    def number(key: str, field_name: str, low: float, high: float, integer: bool = False) -> None:
+        raw = text(key)
+        if raw is None:
+            return
+        fallback = getattr(default, field_name)
+        try:
+            value = _number(raw)
+            if integer and value != round(value):
+                raise ValueError("not whole")
+            if not low <= value <= high:
+                raise ValueError("out of range")
+            changes[field_name] = int(value) if integer else value
+        except ValueError:
+            shown = (lambda v: str(int(v))) if integer else (lambda v: f"{v:g}")  # noqa: E731 - one format each
+            notices.append(
+                f"'{key}' = '{raw}' must be a {'whole ' if integer else ''}number in [{shown(low)}, {shown(high)}]; using {shown(fallback)}."
+            )
+            changes[field_name] = fallback
+
+    def choice(key: str, field_name: str, allowed: Sequence[str]) -> None:
+        raw = text(key)
+        if raw is None:
+            return
+        if raw in allowed:
+            changes[field_name] = raw
+        else:
+            fallback = getattr(default, field_name)
+            notices.append(f"'{key}' = '{raw}' must be one of {', '.join(allowed)}; using {fallback}.")
+            changes[field_name] = fallback
+
+    choice("task", "task", tasks.names())
+    number("n", "n", tasks.MIN_POINTS, tasks.MAX_POINTS, integer=True)
+    number("noise", "noise", 0.0, tasks.MAX_NOISE)
+    number("width", "width", 1, train_setup.MAX_WIDTH, integer=True)
+    number("depth", "depth", 1, train_setup.MAX_DEPTH, integer=True)
+    choice("opt", "optimizer", train_setup.OPTIMIZER_NAMES)
+    raw = text("lr")
+    if raw is not None:
+        try:
+            value = _number(raw)
+            if not 0.0 < value <= train_setup.MAX_LEARNING_RATE:
+                raise ValueError("out of range")
+            changes["learning_rate"] = value
+        except ValueError:
+            notices.append(f"'lr' = '{raw}' must be a number in (0, {train_setup.MAX_LEARNING_RATE:g}]; using {default.learning_rate:g}.")
+            changes["learning_rate"] = default.learning_rate
+    raw = text("batch")
+    if raw is not None:
+        if raw == "full":
+            changes["batch_size"] = None
+        elif raw.isdigit() and 1 <= int(raw) <= tasks.MAX_POINTS:
+            changes["batch_size"] = int(raw)
+        else:
+            notices.append(f"'batch' = '{raw}' must be 'full' or a whole number in [1, {tasks.MAX_POINTS}]; using full.")
+            changes["batch_size"] = None
+    number("epochs", "epochs", 1, train_setup.MAX_EPOCHS, integer=True)
+    number("seed", "seed", 0, train_setup.MAX_SEED, integer=True)
+    raw = text("runs")
+    if raw is not None:
+        runs, problems = runs_from_text(raw, editor_op)
+        notices.extend(f"Ignored run {problem} in 'runs'." for problem in problems)
+        if runs:
+            changes["runs"] = tuple(runs)
+        else:
+            notices.append("'runs' has no valid run (op:gradient[:params][:learn], e.g. atan:custom:alpha=4); using the default runs.")
+            changes["runs"] = ()
+    return state.replace(**changes), notices
+
+
+def train_to_query(state: train_setup.TrainState) -> dict[str, str]:
+    """The URL query for ``state``: ``preset`` (if any), every control that differs from the preset's (or the
+    default) and always the runs."""
+    from explorer.train import presets
+
+    base = presets.get(state.preset).state if state.preset else train_setup.TrainState()
+    query: dict[str, str] = {PRESET_URL_KEY: state.preset} if state.preset else {}
+    for key, field_name in (("task", "task"), ("opt", "optimizer")):
+        if getattr(state, field_name) != getattr(base, field_name):
+            query[key] = getattr(state, field_name)
+    for key, field_name in (("n", "n"), ("width", "width"), ("depth", "depth"), ("epochs", "epochs"), ("seed", "seed")):
+        if getattr(state, field_name) != getattr(base, field_name):
+            query[key] = str(getattr(state, field_name))
+    for key, field_name in (("noise", "noise"), ("lr", "learning_rate")):
+        if getattr(state, field_name) != getattr(base, field_name):
+            query[key] = url_number(getattr(state, field_name))
+    if state.batch_size != base.batch_size:
+        query["batch"] = "full" if state.batch_size is None else str(state.batch_size)
+    if state.runs:
+        query["runs"] = runs_to_text(state.runs)
+    return query

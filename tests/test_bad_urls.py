@@ -98,6 +98,38 @@ EDITOR_CASES = [
 ]
 
 
+# Train page: every key of its URL (explorer.state.train_from_query). (id, query, warning text); every case
+# also carries a good value of another key, which must survive (nothing else lost).
+TRAIN_CASES = [
+    ("preset-unknown", {"preset": "<b>nope</b>"}, "Unknown preset '<b>nope</b>'"),
+    ("task-unknown", {"task": "spirals"}, "'task' = 'spirals' must be one of"),
+    ("n-below", {"n": "3"}, "'n' = '3' must be a whole number in [16, 10000]"),
+    ("n-fraction", {"n": "100.5"}, "'n' = '100.5' must be a whole number"),
+    ("noise-nan", {"noise": "nan"}, "'noise' = 'nan' must be a number in [0, 1]"),
+    ("width-huge", {"width": "1e9"}, "'width' = '1e9' must be a whole number in [1, 64]"),
+    ("depth-zero", {"depth": "0"}, "'depth' = '0' must be a whole number in [1, 6]"),
+    ("opt-unknown", {"opt": "nadam"}, "'opt' = 'nadam' must be one of adam, sgd"),
+    ("lr-zero", {"lr": "0"}, "'lr' = '0' must be a number in (0, 1e+07]"),
+    ("lr-inf", {"lr": "inf"}, "'lr' = 'inf' must be a number in (0, 1e+07]"),
+    ("batch-text", {"batch": "half"}, "'batch' = 'half' must be 'full' or a whole number in [1, 10000]"),
+    ("epochs-over", {"epochs": "2001"}, "'epochs' = '2001' must be a whole number in [1, 2000]"),
+    ("seed-negative", {"seed": "-1"}, "'seed' = '-1' must be a whole number in [0, 2147483647]; using 0"),
+    ("runs-unknown-op", {"runs": "no_such_op:custom;atan:true"}, "Ignored run 'no_such_op:custom'"),
+    ("runs-bad-mode", {"runs": "atan:sideways"}, "gradient 'sideways' must be one of custom, true"),
+    ("runs-bad-param", {"runs": "atan:custom:alpha=99"}, "alpha"),
+    ("runs-learn-impossible", {"runs": "ste_tern:custom::learn"}, "ste_tern has no parameter that can be learned"),
+    ("runs-garbage", {"runs": ";;:::"}, "'runs' has no valid run"),
+    ("long-lr-10kB", {"lr": "1" * LONG}, "URL value of 'lr' is too long"),
+]
+
+
+def _train_page():
+    from explorer.ui import runtime, train
+
+    runtime.keep_keras_state_between_reruns()
+    train.page()
+
+
 def _editor_page():
     from explorer.ui import editor
 
@@ -139,6 +171,13 @@ def _url_keys_the_pages_write() -> set[str]:
     full = replace(base, params={PARAM.name: PARAM.low}, lo=-1.0, hi=2.0, n=11, dtype="float64", upstream=2.0, overlay=True)
     keys = set(url_state.to_query(full)) | set(url_state.to_query(replace(full, compare="ops")))
     keys |= set(url_state.editor_to_query(url_state.EditorSource()))
+    from explorer.train import trainer as train
+
+    train_state = url_state.TrainState(
+        task="moons", n=100, noise=0.2, width=3, depth=2, optimizer="sgd", learning_rate=0.5, batch_size=10,
+        epochs=9, seed=3, runs=(train.Run("atan", {"alpha": 3.0}, learn=True),), preset="dann",
+    )  # fmt: skip
+    keys |= {f"train:{key}" for key in url_state.train_to_query(train_state)}
     return {"p." if key.startswith("p.") else key for key in keys}
 
 
@@ -146,7 +185,9 @@ def test_the_tour_tries_a_bad_value_for_every_url_key():
     """Measured against what the pages write, not the list's length: a new URL key without a bad
     case here fails this test."""
     tried = {"p." if key.startswith("p.") else key for _, query, *_ in EXPLORE_CASES + EDITOR_CASES for key in query}
+    tried |= {f"train:{key}" for _, query, _ in TRAIN_CASES for key in query}
     assert sorted(_url_keys_the_pages_write() - tried) == []
+    assert {f"train:{key}" for key in __import__("explorer.state").state.TRAIN_URL_KEYS} <= _url_keys_the_pages_write()
     assert len({case[0] for case in EXPLORE_CASES + EDITOR_CASES}) == len(EXPLORE_CASES) + len(EDITOR_CASES)
     assert any(len("&".join(f"{k}={v}" for k, v in query.items())) >= LONG for _, query, _ in EXPLORE_CASES)
 
@@ -188,3 +229,26 @@ def test_bad_editor_url_shows_a_notice_and_stays_usable(query, must_mention, err
     assert not app.exception, [e.value for e in app.exception]
     assert app.slider[0].value == pytest.approx(value)
     assert app.get("plotly_chart")
+
+
+@pytest.mark.parametrize(("query", "must_mention"), [case[1:] for case in TRAIN_CASES], ids=[c[0] for c in TRAIN_CASES])
+def test_bad_train_url_shows_a_notice_uses_the_default_and_keeps_the_rest(query, must_mention):
+    from explorer import state as url_state
+
+    key = next(iter(query))
+    kept_key, kept_widget = ("seed", "train.seed") if key == "epochs" else ("epochs", "train.epochs")
+    app = _open(AppTest.from_function(_train_page, default_timeout=TIMEOUT), {**query, kept_key: "7"})
+    assert not app.exception, [e.value for e in app.exception]
+    warnings = [shown(w) for w in app.warning]
+    assert any(must_mention in text for text in warnings), warnings
+    assert app.number_input(key=kept_widget).value == 7  # the good value beside the bad one is kept
+    default = url_state.TrainState()
+    shown_query = dict(app.query_params)
+    if key in ("task", "n", "noise", "width", "depth", "opt", "lr", "batch", "seed", "epochs"):  # the default is used
+        assert key not in shown_query, shown_query
+        field = {"opt": "optimizer", "lr": "learning_rate", "batch": "batch_size"}.get(key, key)
+        assert app.session_state["train.state"].__getattribute__(field) == getattr(default, field)
+    for value in query.values():  # a refused value never reaches the URL
+        assert value not in shown_query.values()
+    app.slider(key="train.width").set_value(5).run()
+    assert not app.exception and app.query_params["width"] == "5"  # the next interaction works

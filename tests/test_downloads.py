@@ -254,9 +254,12 @@ def train_app():
 
 
 def test_train_downloads_this_view_with_its_runs_results_and_settings(monkeypatch):
+    """A training from a link (one run learning atan's parameters): the view holds the loss, learned-parameter,
+    gradient-flow and prediction figures as the page draws them, the results, the settings and the link."""
     download_data = recording_downloads(monkeypatch)
-    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
-    app.number_input(key="train.epochs").set_value(3).run()
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    app.query_params.update({"runs": "ste_sign:custom;ste_sign:true;atan:custom::learn", "epochs": "3"})
+    app.run()
     app.button[0].click().run()  # Start
     for _ in range(40):  # AppTest does not tick the live fragment on its own
         if not app.session_state["train.running"]:
@@ -264,18 +267,30 @@ def test_train_downloads_this_view_with_its_runs_results_and_settings(monkeypatc
         app.run()
     assert not app.exception
     buttons = _svg_buttons(app)
-    assert len(buttons) == 3 and all(options["format"] == "svg" for options in buttons.values())
-    assert sorted(options["filename"] for options in buttons.values()) == ["train_layer_chart", "train_loss_chart", "train_predictions"]
+    assert all(options["format"] == "svg" for options in buttons.values())
+    assert sorted(options["filename"] for options in buttons.values()) == [
+        "train_layer_chart", "train_learned_chart", "train_loss_chart", "train_predictions",
+    ]  # fmt: skip
 
     view = read_view(download_data["training_xor_view.html"]())
-    labels = ["ste_sign (custom)", "ste_sign (true)"]
-    assert view.links == ["http://localhost:8501/train"]
-    loss = view.figures[0]["data"]
-    assert [t["name"] for t in loss] == labels
+    labels = ["ste_sign (custom)", "ste_sign (true)", "atan (custom, learnt)"]
+    # the link: the trained state (with the epochs trained) on the server's address, the Train page's own URL form
+    link = urlsplit(view.links[0])
+    assert (link.scheme, link.netloc, link.path) == ("http", "localhost:8501", "/train")
     session = app.session_state["train.session"]
-    for trace, result in zip(loss, session.snapshot()[1], strict=True):
+    restored, notices = url_state.train_from_query(parse_qs(link.query), url_state.TrainState())
+    assert notices == [] and restored == session.state.replace(epochs=3)
+    # the figures, as the page sent them: loss, learned parameters, gradient flow, predictions
+    sent = {chart.proto.id: json.loads(chart.proto.spec) for chart in app.get("plotly_chart")}
+    by_key = {key: next(spec for element_id, spec in sent.items() if key in element_id) for key in
+              ("train.loss_chart", "train.learned_chart", "train.layer_chart", "train.predictions")}  # fmt: skip
+    assert [[t.get("name") for t in figure["data"]] for figure in view.figures] == [
+        [t.get("name") for t in figure["data"]] for figure in by_key.values()
+    ]
+    assert [t["name"] for t in view.figures[0]["data"]] == labels
+    for trace, result in zip(view.figures[0]["data"], session.snapshot()[1], strict=True):
         np.testing.assert_allclose(values(trace, "y"), result.history["loss"].to_numpy(), rtol=1e-6)
-    assert len(view.figures) == 3
+    assert view.headings[2:7] == ["Loss", "Learned parameters", "Gradient flow through depth", "Decision boundaries", "Results"]
     results = view.tables["Results"]
     assert [row[0] for row in results[1:]] == labels and results[0][:2] == ["run", "status"]
     settings = dict(view.tables["Settings"][1:])

@@ -181,7 +181,7 @@ def test_a_loaded_layer_trains_like_the_function_it_calls_in_both_modes(examples
         train.Run(spec, gradient="true", layer=layer.layer_class),
     ]
     assert [run.label for run in runs][1::2] == ["CustomSquareLayer (custom)", "CustomSquareLayer (true)"]
-    session = train.Session("xor", runs, optimizer="sgd", learning_rate=0.1, width=4, seed=3)
+    session = train.Session(task="xor", runs=runs, optimizer="sgd", learning_rate=0.1, width=4, seed=3)
     results = session.step(2)
     data = session.dataset
     x, y = data.x.astype(np.float64), data.y.astype(np.float64)
@@ -202,7 +202,7 @@ def test_a_run_whose_op_raises_while_training_fails_alone_with_the_message(examp
     from explorer.train import trainer as train
 
     session = train.Session(
-        "xor", [train.Run(loaded.get("tanh_with_numpy_grad")), train.Run("atan")], learning_rate=0.1, seed=1
+        task="xor", runs=[train.Run(loaded.get("tanh_with_numpy_grad")), train.Run("atan")], learning_rate=0.1, seed=1
     )
     failed, fine = session.step(2)
     assert failed.status == "failed" and "numpy" in failed.error and len(failed.history) == 0

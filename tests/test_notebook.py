@@ -244,7 +244,7 @@ def test_a_layer_with_a_weight_is_swept_with_its_weight():
 # -- training ----------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_plot_training_is_the_train_pages_loss_figure():
-    results = explorer.train.compare("xor", [ops.from_function(hard_tanh_ste), "ste_sign"], epochs=3, width=8)
+    results = explorer.train.compare(task="xor", runs=[ops.from_function(hard_tanh_ste), "ste_sign"], epochs=3, width=8)
     fig = explorer.plot_training(results)
     labels = [r.run.label for r in results]
     assert fig.to_json() == loss_figure([r.history for r in results], labels).to_json()

@@ -216,9 +216,9 @@ def numpy_kernel_norms(weights, x, y, slope, depth):
 
 @pytest.mark.slow
 def test_depth_preset_ratios_match_numpy_and_grow_with_the_surrogate_scale():
-    setup = presets.get("depth").setup
+    setup = presets.get("depth").state
     data = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
-    session = train.Session(data, list(setup.runs), width=setup.width, depth=setup.depth, seed=setup.seed)
+    session = train.Session(setup)
     results = session.step(1)
     table = presets.gradient_flow_table(results)
     x, y = data.x.astype(np.float64), data.y.astype(np.float64)
@@ -278,12 +278,13 @@ def test_preset_figures_carry_the_data():
     assert [trace.y[0] for trace in means] == [pytest.approx(0.725), pytest.approx(0.85)]
 
 
-def test_every_preset_sets_a_valid_train_setup():
+def test_every_preset_sets_a_valid_train_state():
     for key in presets.names():
-        setup = presets.get(key).setup
+        setup = presets.get(key).state
+        assert setup.preset == key
         assert setup.task in tasks.names() and 1 <= setup.depth <= train.MAX_DEPTH
         assert len(setup.runs) <= 6  # the Train page compares at most 6 runs
-    assert presets.get("depth").setup.depth == 6 and presets.get("depth").live
+    assert presets.get("depth").state.depth == 6 and presets.get("depth").live
 
 
 # -- the benchmark of the presets ----------------------------------------------------------------------
@@ -342,12 +343,12 @@ def test_yin_at_the_papers_rate_does_not_diverge():
     assert not summary["diverged"] and summary["steps"] == 50
 
 
-def test_a_setup_s_new_session_has_every_control_and_the_data_set_tasks_make_gives():
-    setup = presets.TrainSetup(
+def test_a_state_s_session_has_every_control_and_the_data_set_tasks_make_gives():
+    setup = train.TrainState(
         task="moons", n=128, noise=0.2, width=8, depth=3, optimizer="sgd", learning_rate=0.05, batch_size=32,
         seed=7, runs=(train.Run("atan"), train.Run(None)),
     )  # fmt: skip
-    session = setup.new_session()
+    session = train.Session(setup)
     assert (session.width, session.depth, session.optimizer, session.learning_rate, session.batch_size, session.seed) == (
         8, 3, "sgd", 0.05, 32, 7,
     )  # fmt: skip

@@ -197,12 +197,45 @@ def test_editor_op_is_none_for_no_source_and_for_a_rejected_one():
     assert url_state.editor_op(url_state.EditorSource(forward="log(")) is None
 
 
-def test_preset_from_query_takes_a_known_key_and_names_anything_else():
-    known = ["yin2019", "dann"]
-    assert url_state.preset_from_query({}, known) == (None, [])
-    assert url_state.preset_from_query({"preset": "dann"}, known) == ("dann", [])
-    assert url_state.preset_from_query({"preset": ["nope", "yin2019"]}, known) == ("yin2019", [])  # the last wins
-    key, notices = url_state.preset_from_query({"preset": "Dann"}, known)
-    assert key is None and "Unknown preset 'Dann'" in notices[0] and "yin2019, dann" in notices[0]
-    key, notices = url_state.preset_from_query({"preset": "x" * 201}, known)
-    assert key is None and "too long (201 characters)" in notices[0]
+def test_train_from_query_takes_a_known_preset_and_names_anything_else():
+    from explorer.train import presets
+
+    assert url_state.train_from_query({}) == (url_state.TrainState(), [])
+    assert url_state.train_from_query({"preset": "dann"})[0] == presets.get("dann").state
+    assert url_state.train_from_query({"preset": ["nope", "yin2019"]})[0].preset == "yin2019"  # the last wins
+    kept = url_state.TrainState(epochs=7)
+    state, notices = url_state.train_from_query({"preset": "Dann"}, kept)
+    assert state == kept and "Unknown preset 'Dann'" in notices[0] and "yin2019, dann" in notices[0]
+    state, notices = url_state.train_from_query({"preset": "x" * 201}, kept)
+    assert state == kept and "too long (201 characters)" in notices[0]
+
+
+def test_a_train_state_round_trips_through_its_url_with_shortest_numbers():
+    from explorer.train import trainer as train
+
+    state = url_state.TrainState(
+        task="circles", n=300, noise=0.1 + 0.2, width=7, depth=3, optimizer="rmsprop", learning_rate=1e-3 / 3,
+        batch_size=17, epochs=11, seed=2**31 - 1,
+        runs=(train.Run("fast_sigmoid", {"slope": 12.5, "threshold": -0.25}), train.Run("ste_sign", gradient="true"),
+              train.Run("sigmoid", learn=True)),
+    )  # fmt: skip
+    query = url_state.train_to_query(state)
+    assert query == {
+        "task": "circles", "opt": "rmsprop", "n": "300", "width": "7", "depth": "3", "epochs": "11",
+        "seed": "2147483647", "noise": "0.30000000000000004", "lr": "0.0003333333333333333", "batch": "17",
+        "runs": "fast_sigmoid:custom:slope=12.5,threshold=-0.25;ste_sign:true;sigmoid:custom::learn",
+    }  # fmt: skip
+    assert url_state.train_from_query(query) == (state, [])
+    assert url_state.train_from_query({**query, "batch": "full"})[0].batch_size is None
+    assert url_state.train_to_query(url_state.TrainState()) == {}  # the defaults: an empty query
+
+
+def test_a_train_url_changes_only_the_keys_it_has_and_a_preset_is_the_base_of_the_others():
+    from explorer.train import presets
+
+    current = url_state.TrainState(epochs=9, seed=4)
+    state, notices = url_state.train_from_query({"lr": "0.5"}, current)
+    assert notices == [] and state == current.replace(learning_rate=0.5)
+    state, _ = url_state.train_from_query({"preset": "depth", "epochs": "20"}, current)
+    assert state == presets.get("depth").state.replace(epochs=20)
+    assert url_state.train_to_query(state) == {"preset": "depth", "epochs": "20", "runs": url_state.runs_to_text(state.runs)}

@@ -75,7 +75,7 @@ FAIR_RUNS = [
 @pytest.fixture(scope="module")
 def fair():
     """Mini-batch SGD for 2 epochs; weights recorded before training."""
-    session = train.Session("xor", FAIR_RUNS, optimizer="sgd", learning_rate=SGD_RATE, batch_size=BATCH, seed=SEED)
+    session = train.Session(task="xor", runs=FAIR_RUNS, optimizer="sgd", learning_rate=SGD_RATE, batch_size=BATCH, seed=SEED)
     before = [state.net.get_weights() for state in session._states]
     results = session.step(2)
     return session, before, results
@@ -168,7 +168,7 @@ def two_layer_gradients(weights, x, y, surrogate):
 
 
 def test_per_layer_gradient_norms_equal_a_hand_computed_backward_pass():
-    session = train.Session("moons", [train.Run("atan"), train.Run("atan", gradient="true")], depth=2, width=5, seed=2)
+    session = train.Session(task="moons", runs=[train.Run("atan"), train.Run("atan", gradient="true")], depth=2, width=5, seed=2)
     custom, true = session.step(1)
     x, y = session.dataset.x.astype(np.float64), session.dataset.y.astype(np.float64)
     row = custom.history.iloc[0]
@@ -231,14 +231,14 @@ def test_predict_grid_2d_matches_numpy_forward(fair):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_custom_ste_sign_learns_xor(seed):
-    result = train.compare("xor", [train.Run("ste_sign")], epochs=300, width=16, seed=seed)[0]
+    result = train.compare(task="xor", runs=[train.Run("ste_sign")], epochs=300, width=16, seed=seed)[0]
     assert result.status == "ok"
     assert len(result.history) == 300
     assert result.history["accuracy"].iloc[-1] >= 0.85
 
 
 def test_huge_learning_rate_diverges_without_raising():
-    results = train.compare("xor", [train.Run("ste_sign"), train.Run(None)], epochs=100, learning_rate=1e6)
+    results = train.compare(task="xor", runs=[train.Run("ste_sign"), train.Run(None)], epochs=100, learning_rate=1e6)
     for result in results:
         assert result.status == "diverged"
         history = result.history
@@ -250,14 +250,14 @@ def test_huge_learning_rate_diverges_without_raising():
 def test_nan_loss_is_diverged_at_that_epoch():
     clean = tasks.make("square", n=64)
     broken = tasks.Dataset("square", clean.x, np.full_like(clean.y, np.nan), "regression", 1, 0.0, 0)
-    result = train.compare(broken, [train.Run("atan")], epochs=10)[0]
+    result = train.compare(dataset=broken, runs=[train.Run("atan")], epochs=10)[0]
     assert (result.status, result.diverged_epoch, len(result.history)) == ("diverged", 1, 1)
     assert np.isnan(result.history["loss"].iloc[0])
 
 
 def test_regression_fits_the_square_and_grid_follows_the_model():
     data = tasks.make("square", n=512, noise=0.0, seed=0)
-    result = train.compare(data, [train.Run(None)], epochs=300, learning_rate=0.03)[0]
+    result = train.compare(dataset=data, runs=[train.Run(None)], epochs=300, learning_rate=0.03)[0]
     history = result.history
     assert list(history.columns) == ["epoch", "loss", "grad_norm", "dead_fraction", "grad_norm_1", "grad_norm_output"]
     assert history["loss"].iloc[-1] < 0.01 and history["loss"].iloc[-1] < 0.1 * history["loss"].iloc[0]
@@ -272,8 +272,8 @@ def test_regression_fits_the_square_and_grid_follows_the_model():
 def test_on_epoch_streams_every_epoch_in_order_interleaving_runs():
     calls = []
     results = train.compare(
-        "circles",
-        [train.Run("atan"), train.Run("triangle")],
+        task="circles",
+        runs=[train.Run("atan"), train.Run("triangle")],
         epochs=12,
         epochs_per_chunk=5,
         on_epoch=lambda run_index, epoch, row: calls.append((run_index, epoch, row)),
@@ -293,7 +293,7 @@ def test_should_stop_marks_runs_stopped_after_the_current_chunk():
         asked.append(True)
         return True
 
-    session = train.Session("sine", [train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=4)
+    session = train.Session(task="sine", runs=[train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=4)
     results = session.step(20, should_stop=should_stop)
     assert [r.status for r in results] == ["stopped", "stopped"]
     assert len(results[0].history) == 4 and len(results[1].history) == 0  # run 1 never started
@@ -302,7 +302,7 @@ def test_should_stop_marks_runs_stopped_after_the_current_chunk():
 
 
 def test_a_time_budget_pauses_without_changing_status():
-    session = train.Session("sine", [train.Run("atan")], epochs_per_chunk=5)
+    session = train.Session(task="sine", runs=[train.Run("atan")], epochs_per_chunk=5)
     results = session.step(100, seconds=0.0)  # past the budget after the first chunk (not yet timed)
     assert session.epoch == 5 and len(results[0].history) == 5
     assert results[0].status == "ok" and not session.finished
@@ -311,7 +311,7 @@ def test_a_time_budget_pauses_without_changing_status():
 
 
 def test_a_time_budget_sizes_the_chunk_from_the_fastest_measured_speed():
-    session = train.Session("sine", [train.Run("atan")], epochs_per_chunk=50)
+    session = train.Session(task="sine", runs=[train.Run("atan")], epochs_per_chunk=50)
     session.step(100)  # a cold chunk, then a warm one: the speed is known
     session.step(100, seconds=1e-9)  # less than any epoch takes: exactly one epoch, not a chunk of 50
     assert session.epoch == 101
@@ -323,8 +323,8 @@ def test_a_time_budget_sizes_the_chunk_from_the_fastest_measured_speed():
 def test_the_move_to_xla_is_at_a_fixed_epoch_so_stepping_does_not_change_the_numbers(monkeypatch):
     monkeypatch.setattr(train, "XLA_AFTER_STEPS", 12)  # 4 mini-batches per epoch: XLA from epoch 3
     runs = [train.Run("atan"), train.Run("ste_sign", gradient="true")]
-    stepped = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
-    whole = train.Session("moons", runs, batch_size=128, epochs_per_chunk=5, seed=1)
+    stepped = train.Session(task="moons", runs=runs, batch_size=128, epochs_per_chunk=5, seed=1)
+    whole = train.Session(task="moons", runs=runs, batch_size=128, epochs_per_chunk=5, seed=1)
     assert stepped.xla_from_epoch == 3
     for _ in range(7):
         stepped.step(1)
@@ -340,11 +340,11 @@ def test_the_move_to_xla_is_at_a_fixed_epoch_so_stepping_does_not_change_the_num
 
 def test_step_by_step_equals_one_call_and_reset_replays():
     runs = [train.Run("triangle")]
-    stepped = train.Session("moons", runs, epochs_per_chunk=3, seed=4)
+    stepped = train.Session(task="moons", runs=runs, epochs_per_chunk=3, seed=4)
     for _ in range(4):
         stepped.step(1)
     stepped.step(3)
-    whole = train.Session("moons", runs, epochs_per_chunk=3, seed=4)
+    whole = train.Session(task="moons", runs=runs, epochs_per_chunk=3, seed=4)
     first = whole.step(7)[0]
     pd.testing.assert_frame_equal(stepped.results()[0].history, first.history)
     assert all(
@@ -378,7 +378,7 @@ def test_step_by_step_equals_one_call_and_reset_replays():
 def test_bounds_are_refused_with_value_error(kwargs, argument, bounds, allowed):
     arguments = {"task": "xor", "runs": [train.Run("atan")], "epochs": 5, **kwargs}
     with pytest.raises(ValueError) as raised:
-        train.compare(arguments.pop("task"), arguments.pop("runs"), **arguments)
+        train.compare(**arguments)
     assert_tells(str(raised.value), argument, bounds, allowed)
 
 
@@ -413,7 +413,7 @@ def test_user_op_that_xla_cannot_compile_still_trains():
         reference="",
         builtin=False,
     )
-    result = train.compare("xor", [train.Run(spec)], epochs=20)[0]
+    result = train.compare(task="xor", runs=[train.Run(spec)], epochs=20)[0]
     assert result.status == "ok" and len(result.history) == 20
     assert (result.history["grad_norm"] > 0).all()
 
@@ -421,7 +421,7 @@ def test_user_op_that_xla_cannot_compile_still_trains():
 def test_train_to_never_passes_the_target_and_a_reader_waits_for_a_whole_chunk():
     import threading
 
-    session = train.Session("xor", [train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=50)
+    session = train.Session(task="xor", runs=[train.Run("atan"), train.Run("ste_sign")], epochs_per_chunk=50)
     seen = []
 
     def read_while_training():

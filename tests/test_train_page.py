@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -103,7 +104,7 @@ def test_any_run_of_the_training_view_draws_the_results_of_a_finished_session():
     full rerun that never reaches the browser cannot leave the user at 100 % without results."""
     from explorer.train import trainer as train
 
-    session = train.Session("xor", [train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
+    session = train.Session(task="xor", runs=[train.Run("atan", gradient="custom"), train.Run("atan", gradient="true")])
     session.step(3)
     app = AppTest.from_function(fragment_only_app, default_timeout=TIMEOUT)
     app.session_state["train.session"] = session
@@ -152,7 +153,7 @@ def test_every_preset_loads_from_its_url_sets_the_controls_and_shows_claim_and_n
         app = _finish(app, limit=400)
     assert not app.exception, app.exception
     assert app.selectbox(key="train.preset").value == key and app.query_params["preset"] == key
-    setup = preset.setup
+    setup = preset.state
     assert app.slider(key="train.depth").value == setup.depth and app.selectbox(key="train.task").value == setup.task
     assert app.number_input(key="train.epochs").value == setup.epochs
     text = _markdown(app)
@@ -270,3 +271,65 @@ def test_a_bad_epochs_per_tick_names_its_allowed_range(monkeypatch, text):
     assert train_page.epochs_per_tick() == 12
     monkeypatch.delenv(train_page.EPOCHS_PER_TICK_ENV)
     assert train_page.epochs_per_tick() is None
+
+
+# -- the Train state in the URL ---------------------------------------------------------------------------
+def _non_default_state():
+    from explorer import state as url_state
+    from explorer.train import trainer as train
+
+    return url_state.TrainState(
+        task="moons", n=128, noise=0.2, width=6, depth=2, optimizer="sgd", learning_rate=0.2, batch_size=32, epochs=4,
+        seed=5, runs=(train.Run("sigmoid", {"slope": 5.0}), train.Run("sigmoid", gradient="true"), train.Run("atan", learn=True)),
+    )  # fmt: skip
+
+
+def test_a_train_url_of_non_default_controls_sets_every_widget_and_start_trains_exactly_that_state():
+    """A copied link: every widget holds the URL's value, the URL is written back unchanged, and Start trains
+    the same loss history as explorer.train.compare of that state (same seed, data, initial weights)."""
+    from explorer import state as url_state
+    from explorer.train import trainer as train
+
+    state = _non_default_state()
+    query = url_state.train_to_query(state)
+    assert query["runs"] == "sigmoid:custom:slope=5;sigmoid:true;atan:custom::learn" and query["lr"] == "0.2"
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    for key, value in query.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception and not app.warning
+    assert app.selectbox(key="train.task").value == "moons" and app.number_input(key="train.n").value == 128
+    assert app.slider(key="train.noise").value == 0.2
+    assert app.slider(key="train.width").value == 6 and app.slider(key="train.depth").value == 2
+    assert app.selectbox(key="train.optimizer").value == "sgd" and app.number_input(key="train.lr").value == 0.2
+    assert app.toggle(key="train.full_batch").value is False and app.number_input(key="train.batch_size").value == 32
+    assert app.number_input(key="train.epochs").value == 4 and app.number_input(key="train.seed").value == 5
+    table = app.session_state["train.runs_seed"]
+    assert table.to_dict("list") == {
+        "op": ["sigmoid", "sigmoid", "atan"], "gradient": ["custom", "true", "custom"],
+        "params": ["slope=5", "", ""], "learn": [False, False, True],
+    }  # fmt: skip
+    assert app.session_state["train.state"] == state
+    assert {key: app.query_params[key] for key in query} == query and set(dict(app.query_params)) == set(query)
+
+    next(b for b in app.button if b.label == "Start").click().run()
+    app = _finish(app)
+    assert not app.exception
+    page_results = app.session_state["train.session"].results()
+    reference = train.compare(state)
+    assert [r.run.label for r in page_results] == ["sigmoid (custom, slope=5)", "sigmoid (true)", "atan (custom, learnt)"]
+    for here, there in zip(page_results, reference, strict=True):
+        assert len(here.history) == 4
+        np.testing.assert_array_equal(here.history["loss"].to_numpy(), there.history["loss"].to_numpy())
+    assert {"learned op_1.alpha", "learned op_2.threshold"} <= set(page_results[2].history.columns)
+
+
+def test_changing_a_control_writes_it_to_the_url_and_a_preset_link_keeps_its_short_form():
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.lr").set_value(0.1).run()
+    assert app.query_params["lr"] == "0.1" and "epochs" not in dict(app.query_params)
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    app.query_params["preset"] = "zenke2021"
+    app.run()
+    assert not app.exception
+    assert set(dict(app.query_params)) == {"preset", "runs"}  # every other control is the preset's

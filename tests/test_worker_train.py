@@ -14,7 +14,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import loaded
-from explorer.train import tasks
 from explorer.train import trainer as train
 from tests.processes import serving
 from tests.processes import started_children as _children
@@ -39,10 +38,10 @@ def test_a_loaded_op_trains_in_the_worker_with_the_numbers_of_training_here(trai
     spec = loaded.get("good_softsign")
     runs = [train.Run(spec), train.Run(spec, gradient="true"), train.Run("atan")]
     assert loaded.needs_worker(runs) and not loaded.needs_worker([train.Run("atan")])
-    dataset = tasks.make("xor", n=256, noise=0.1, seed=4)
-    options = {"width": 8, "learning_rate": 0.05, "batch_size": 64, "seed": 4}
-    remote = loaded.WorkerSession(dataset, runs, **options)
-    here = train.Session(dataset, runs, **options)  # the good op in this process: the reference
+    state = train.TrainState(task="xor", n=256, noise=0.1, width=8, learning_rate=0.05, batch_size=64, seed=4, runs=runs)
+    dataset = state.dataset()
+    remote = loaded.WorkerSession(state)
+    here = train.Session(state)  # the good op in this process: the reference
     assert remote.train_to(15) == here.train_to(15) == 15
     remote.step(1)
     here.step(1)
@@ -70,9 +69,8 @@ def test_a_loaded_op_trains_in_the_worker_with_the_numbers_of_training_here(trai
 def test_a_backward_that_blocks_on_a_later_batch_fails_the_session_after_the_time_limit(training_env):
     spec = loaded.get("sleeps_on_a_later_backward")
     assert loaded.problem("sleeps_on_a_later_backward") is None  # the probe's one backward passes
-    dataset = tasks.make("xor", seed=1)
     threads = threading.active_count()
-    session = loaded.WorkerSession(dataset, [train.Run(spec)], learning_rate=0.1, seed=1)
+    session = loaded.WorkerSession(train.TrainState(task="xor", runs=[train.Run(spec)], learning_rate=0.1, seed=1))
     training_pid = loaded.worker_pids()["training"]
     session.train_to(40, seconds=0.5)
     [result] = session.results()

@@ -43,7 +43,7 @@ def _shape_scale() -> object:
 
 
 def _depth_first_epoch() -> object:
-    return presets.gradient_flow_table(presets.get("depth").setup.new_session().step(1))
+    return presets.gradient_flow_table(train.Session(presets.get("depth").state).step(1))
 
 
 FIRST_RESULT: dict[str, Callable[[], object]] = {
@@ -58,7 +58,7 @@ def preset_seconds(repeats: int = 3) -> dict[str, float]:
     """Median wall-clock seconds to compute each preset's first result (keys: the preset keys)."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 20:
         raise ValueError(f"repeats must be a whole number in [1, 20], got {repeats!r}")
-    train.compare("xor", [train.Run("atan")], epochs=2)  # warm-up: TensorFlow's and Keras's first use
+    train.compare(task="xor", runs=[train.Run("atan")], epochs=2)  # warm-up: TensorFlow's and Keras's first use
     keys = list(FIRST_RESULT)
     times: dict[str, list[float]] = {key: [] for key in keys}
     for repetition in range(repeats):

@@ -495,7 +495,7 @@ def measure_cold_start(reps: Repetitions) -> dict[str, Any]:
 
 # -- training ------------------------------------------------------------------------------------------
 def _train_kwargs() -> dict[str, Any]:
-    return {"width": TRAIN_WIDTH, "depth": 1, "batch_size": None, "seed": 0}
+    return {"task": TRAIN_TASK, "width": TRAIN_WIDTH, "depth": 1, "batch_size": None, "seed": 0}
 
 
 def measure_train(reps: Repetitions) -> dict[str, Any]:
@@ -505,11 +505,11 @@ def measure_train(reps: Repetitions) -> dict[str, Any]:
     times = []
     for _ in range(reps.train):
         start = time.perf_counter()
-        result = train.compare(TRAIN_TASK, [train.Run(TRAIN_OP)], epochs=TRAIN_EPOCHS, **_train_kwargs())
+        result = train.compare(runs=[train.Run(TRAIN_OP)], epochs=TRAIN_EPOCHS, **_train_kwargs())
         times.append(time.perf_counter() - start)
         if len(result[0].history) != TRAIN_EPOCHS:
             raise RuntimeError(f"trained {len(result[0].history)} epochs, expected {TRAIN_EPOCHS}")
-    session = train.Session(TRAIN_TASK, [train.Run(TRAIN_OP)], **_train_kwargs())
+    session = train.Session(runs=[train.Run(TRAIN_OP)], **_train_kwargs())
     session.step(TRAIN_EPOCHS)
 
     def warm_run() -> None:
@@ -527,7 +527,7 @@ def measure_relu_ratio(reps: Repetitions) -> dict[str, Any]:
     """ReLU and ``fast_sigmoid`` in one session (interleaved chunk by chunk): median ratio of warm steps/s."""
     from explorer.train import trainer as train
 
-    session = train.Session(TRAIN_TASK, [train.Run(None), train.Run(TRAIN_OP)], **_train_kwargs())
+    session = train.Session(runs=[train.Run(None), train.Run(TRAIN_OP)], **_train_kwargs())
     session.step(TRAIN_EPOCHS)  # compiles both
     ratios, relu_rates, custom_rates = [], [], []
     for _ in range(reps.relu_ratio):

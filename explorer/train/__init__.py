@@ -9,7 +9,7 @@ TensorFlow.
 
 import importlib
 
-_TRAINER_NAMES = ("Run", "RunResult", "Session", "GridPrediction", "compare", "predict_grid", "build_model",
+_TRAINER_NAMES = ("Run", "TrainState", "RunResult", "Session", "GridPrediction", "compare", "predict_grid", "build_model",
                   "batch_order", "MAX_EPOCHS", "MAX_WIDTH", "MAX_DEPTH", "MAX_LEARNING_RATE", "STATUSES")
 
 __all__ = sorted(_TRAINER_NAMES)

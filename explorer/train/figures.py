@@ -285,3 +285,33 @@ def layer_norm_figure_spec(histories: Sequence[pd.DataFrame], labels: Sequence[s
 def layer_norm_figure(histories: Sequence[pd.DataFrame], labels: Sequence[str], *, epoch: int | None = None) -> go.Figure:
     """:func:`layer_norm_figure_spec` as a Figure."""
     return as_figure(layer_norm_figure_spec(histories, labels, epoch=epoch))
+
+
+LEARNED_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def learned_figure_spec(histories: Sequence[pd.DataFrame], labels: Sequence[str]) -> dict:
+    """The value of every learned op parameter against epoch (history columns ``learned <layer>.<name>``):
+    one colour per run (as in the loss chart), one dash per parameter and layer."""
+    if len(histories) != len(labels):
+        raise ValueError(f"got {len(histories)} histories but {len(labels)} labels")
+    data = []
+    for index, (history, label) in enumerate(zip(histories, labels, strict=True)):
+        columns = [column for column in history.columns if column.startswith("learned ")]
+        for number, column in enumerate(columns):
+            name = f"{label}: {column.removeprefix('learned ')}"
+            data.append({
+                "type": "scatter", "x": history["epoch"].to_numpy(), "y": history[column].to_numpy(), "mode": "lines",
+                "name": name, "line": {"color": run_colour(index), "width": 2, "dash": LEARNED_DASHES[number % len(LEARNED_DASHES)]},
+                "hovertemplate": f"{name}<br>epoch %{{x}}<br>value %{{y:.4g}}<extra></extra>",
+            })  # fmt: skip
+    layout = {
+        "template": json.loads(template_json()),
+        "height": 360,
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 96},
+        "xaxis": {"title": {"text": "epoch"}},
+        "yaxis": {"title": {"text": "learned parameter value"}},
+        "legend": {"orientation": "h", "y": -0.2},
+        "uirevision": "learned",
+    }
+    return {"data": data, "layout": layout}

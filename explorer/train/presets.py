@@ -31,6 +31,7 @@ from explorer.train import tasks
 
 # -- Yin et al. 2019 -----------------------------------------------------------------------------------
 from explorer.train import trainer as train
+from explorer.train.setup import TrainState
 
 YIN_HIDDEN = 4  # m: rows of Z, hidden units
 YIN_INPUT = 10  # n: columns of Z, input dimension
@@ -488,9 +489,10 @@ def shape_scale(steepness: Sequence[float] = STEEPNESS, *, epochs: int = SHAPE_S
     if not steepness or any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0 for v in steepness):
         raise ValueError(f"steepness must be a non-empty list of positive numbers, got {steepness!r}")
     epochs = _check_whole("epochs", epochs, 1, train.MAX_EPOCHS)
-    data = tasks.make(SHAPE_SCALE_TASK["name"], n=SHAPE_SCALE_TASK["n"], noise=SHAPE_SCALE_TASK["noise"], seed=seed)
     runs = shape_scale_runs(steepness)
-    results = train.compare(data, runs, epochs=epochs, width=16, seed=seed)
+    state = TrainState(task=SHAPE_SCALE_TASK["name"], n=SHAPE_SCALE_TASK["n"], noise=SHAPE_SCALE_TASK["noise"],
+                       width=16, epochs=epochs, seed=seed, runs=runs)
+    results = train.compare(state)
     rows = []
     for run, result in zip(runs, results, strict=True):
         history = result.history
@@ -551,49 +553,22 @@ def gradient_flow_table(results: Sequence[train.RunResult], *, epoch: int | None
 
 # -- the presets ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TrainSetup:
-    """Every control of the Train page (``batch_size`` None = full batch)."""
-
-    task: str = "xor"
-    n: int = 512
-    noise: float = 0.1
-    width: int = train.DEFAULT_WIDTH
-    depth: int = 1
-    optimizer: str = train.DEFAULT_OPTIMIZER
-    learning_rate: float = train.DEFAULT_LEARNING_RATE
-    batch_size: int | None = None
-    epochs: int = train.DEFAULT_EPOCHS
-    seed: int = 0
-    runs: tuple[train.Run, ...] = ()
-
-    def new_session(self) -> train.Session:
-        """An untrained session of these controls: the data set and every run (``epochs`` is the caller's)."""
-        dataset = tasks.make(self.task, n=self.n, noise=self.noise, seed=self.seed)
-        return train.Session(
-            dataset,
-            list(self.runs),
-            width=self.width,
-            depth=self.depth,
-            optimizer=self.optimizer,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            seed=self.seed,
-        )
-
-
-@dataclass(frozen=True)
 class Preset:
-    """A published result: the paper's claim (one sentence) and reference, and the Train-page setup.
+    """A published result: the paper's claim (one sentence) and reference, and the Train-page state it sets.
 
-    ``live``: the preset is a Train-page session, started when the preset loads (its numbers come
-    from that session). Otherwise the page runs the preset's function and shows its tables; ``setup``
-    then puts the Train controls on a related live experiment (or the defaults), not started."""
+    ``state``: the Train controls it sets (its ``preset`` field is the preset's key). ``live``: the preset is a
+    Train-page session, started when the preset loads (its numbers come from that session). Otherwise the page
+    runs the preset's function and shows its tables; ``state`` then puts the Train controls on a related live
+    experiment (or the defaults), not started."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", self.state.replace(preset=self.key))
 
     key: str
     title: str
     claim: str
     reference: str
-    setup: TrainSetup
+    state: TrainState
     live: bool = False
 
 
@@ -607,7 +582,7 @@ PRESETS: dict[str, Preset] = {
             "loss, while the identity STE can be repelled from a local minimiser and does not converge.",
             "Yin, Lyu, Zhang, Osher, Qi & Xin 2019, ICLR: \"Understanding Straight-Through Estimator in Training "
             "Activation Quantized Neural Nets\" (Lemmas 1, 4, 7).",
-            TrainSetup(),
+            TrainState(),
         ),
         Preset(
             "dann",
@@ -616,7 +591,7 @@ PRESETS: dict[str, Preset] = {
             "domain-invariant, so a classifier trained on labelled source data does better on the shifted target.",
             "Ganin & Lempitsky 2015, ICML: \"Unsupervised Domain Adaptation by Backpropagation\"; the shallow "
             "inter-twinning-moons experiment of Ganin et al. 2016, JMLR 17(59).",
-            TrainSetup(),
+            TrainState(),
         ),
         Preset(
             "zenke2021",
@@ -624,7 +599,7 @@ PRESETS: dict[str, Preset] = {
             "Learning with surrogate gradients is robust to the surrogate's shape but sensitive to its scale.",
             "Zenke & Vogels 2021, Neural Computation 33(4): \"The Remarkable Robustness of Surrogate Gradient "
             "Learning for Instilling Complex Function in Spiking Neural Networks\".",
-            TrainSetup(
+            TrainState(
                 task=SHAPE_SCALE_TASK["name"],
                 n=SHAPE_SCALE_TASK["n"],
                 noise=SHAPE_SCALE_TASK["noise"],
@@ -646,7 +621,7 @@ PRESETS: dict[str, Preset] = {
             "or explode unless the scale is chosen with care at initialisation.",
             "Zenke & Vogels 2021, Neural Computation 33(4); Rossbroich, Gygax & Zenke 2022, Neuromorphic "
             "Computing and Engineering 2(4): \"Fluctuation-driven initialization for spiking neural network training\".",
-            TrainSetup(
+            TrainState(
                 task="moons",
                 n=256,
                 noise=0.1,
@@ -676,11 +651,7 @@ def get(key: str) -> Preset:
 def gradient_flow(epochs: int | None = None) -> pd.DataFrame:
     """The ``depth`` preset's session (6 hidden layers, sigmoid surrogate at slopes 1, 10, 100) trained for
     ``epochs`` (default: the preset's), summarised by :func:`gradient_flow_table`."""
-    setup = PRESETS["depth"].setup
-    epochs = setup.epochs if epochs is None else _check_whole("epochs", epochs, 1, train.MAX_EPOCHS)
-    data = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
-    results = train.compare(
-        data, list(setup.runs), epochs=epochs, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
-        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed,
-    )
+    state = PRESETS["depth"].state
+    epochs = state.epochs if epochs is None else _check_whole("epochs", epochs, 1, train.MAX_EPOCHS)
+    results = train.compare(state, epochs=epochs)
     return gradient_flow_table(results)

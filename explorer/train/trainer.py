@@ -30,10 +30,9 @@ values of that epoch's update step; all come from the same gradients, in the sam
 from __future__ import annotations
 
 import math
-import numbers
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,17 +43,28 @@ import tensorflow as tf
 
 import ops
 from explorer.train import tasks
+from explorer.train.setup import (  # noqa: F401 - the trainer's public names: explorer.train.Run, MAX_EPOCHS, ...
+    DEFAULT_EPOCHS,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_OPTIMIZER,
+    DEFAULT_WIDTH,
+    MAX_DEPTH,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    MAX_WIDTH,
+    OPTIMIZER_NAMES,
+    Run,
+    TrainState,
+    check_int,
+    is_users,
+)
 
-MAX_EPOCHS = 2000
-MAX_WIDTH = 64
-MAX_DEPTH = 6
 # Kernel initialiser seeds: layer l (0 = output) of seed s gets s * SEED_STRIDE + l, as when the limit
 # was 3 hidden layers, so every network of depth <= 3 keeps its initial weights. Deeper layers (l > 3)
 # draw from a separate range (DEEP_SEED_OFFSET + s * SEED_STRIDE + l: l mod 4 differs for l = 4, 5, 6,
 # so no two (s, l) pairs share a seed).
 SEED_STRIDE = 4
 DEEP_SEED_OFFSET = 2**40
-MAX_LEARNING_RATE = 1e7
 MAX_RESOLUTION = 500
 # "diverged": a loss that is NaN or inf, or above DIVERGENCE_FACTOR * max(1, first loss). The second
 # rule catches what Adam does with a huge learning rate: its steps are bounded by the rate, so
@@ -62,16 +72,9 @@ MAX_RESOLUTION = 500
 DIVERGENCE_FACTOR = 1e3
 NO_GRADIENT_EPOCHS = 3  # a run with zero first-layer gradient for this many first epochs is "no_gradient"
 STATUSES = ("ok", "diverged", "no_gradient", "stopped")
-OPTIMIZERS: dict[str, type[keras.optimizers.Optimizer]] = {
-    "adam": keras.optimizers.Adam,
-    "sgd": keras.optimizers.SGD,
-    "rmsprop": keras.optimizers.RMSprop,
-    "adagrad": keras.optimizers.Adagrad,
-}
-DEFAULT_OPTIMIZER = "adam"
-DEFAULT_LEARNING_RATE = 0.03
-DEFAULT_EPOCHS = 300
-DEFAULT_WIDTH = 16
+OPTIMIZERS: dict[str, type[keras.optimizers.Optimizer]] = dict(
+    zip(OPTIMIZER_NAMES, (keras.optimizers.Adam, keras.optimizers.SGD, keras.optimizers.RMSprop, keras.optimizers.Adagrad), strict=True)
+)
 # Chunking: one Model.fit call costs ~10-30 ms of Keras overhead, one full-batch epoch of a small
 # network ~20-50 us in XLA. A chunk aims at CHUNK_SECONDS of training, so the overhead is hidden
 # and live charts / should_stop still respond several times a second.
@@ -93,93 +96,24 @@ FIRST_HIDDEN = "dense_1"
 OUTPUT_LAYER = "output"
 
 
+LEARNED_PREFIX = "learned "
+
+
+def learned_parameters(net: keras.Model) -> dict[str, Any]:
+    """History column -> variable of every parameter the network's op layers learn: ``learned op_1.slope``."""
+    return {
+        f"{LEARNED_PREFIX}{layer.name}.{name}": variable
+        for layer in net.layers
+        for name, variable in getattr(layer, "learned", {}).items()
+    }
+
+
 def layer_norm_columns(depth: int) -> list[str]:
     """History columns of the per-layer kernel gradient norms: ``grad_norm_1..grad_norm_<depth>``, ``grad_norm_output``."""
     return [f"grad_norm_{layer}" for layer in range(1, depth + 1)] + ["grad_norm_output"]
 
 
-# -- argument checks --------------------------------------------------------------------------
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a whole number {allowed}, got {value!r}")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} = {value} is outside the allowed range {allowed}")
-    return int(value)
-
-
-def _check_learning_rate(value: Any) -> float:
-    allowed = f"(0, {MAX_LEARNING_RATE:g}]"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value <= MAX_LEARNING_RATE:
-        raise ValueError(f"learning_rate must be a number in {allowed}, got {value!r}")
-    return float(value)
-
-
-def _check_optimizer(value: Any) -> str:
-    if not isinstance(value, str) or value.lower() not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {value!r}")
-    return value.lower()
-
-
 # -- runs and results --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Run:
-    """One model to train: an op (key or ``OpSpec``; ``None`` = Keras ReLU baseline), its
-    parameters and the gradient mode ("custom": the op's custom gradient; "true": autodiff of
-    the plain forward). ``params`` is stored resolved (defaults filled in, validated).
-
-    ``layer``: your own ``keras.layers.Layer`` subclass (built with no arguments) used in place of the
-    op, with ``op`` the function it calls (or None if unknown). In "custom" mode the layer itself
-    trains, its own custom gradient and all; in "true" mode the function it calls does, through
-    autodiff of its forward (``SurrogateLayer(op, gradient="true")``), which needs ``op``. Everything
-    else (data, order, Dense initialisers) is the same as for any run."""
-
-    op: str | ops.OpSpec | None
-    params: Mapping[str, Any] | None = None
-    gradient: str = "custom"
-    layer: type | None = None
-
-    def __post_init__(self) -> None:
-        if self.gradient not in ops.GRADIENT_MODES:
-            raise ValueError(f"gradient must be one of {ops.GRADIENT_MODES}, got {self.gradient!r}")
-        if self.layer is not None:
-            if not (isinstance(self.layer, type) and issubclass(self.layer, keras.layers.Layer)):
-                raise ValueError(f"layer must be a keras.layers.Layer subclass, got {self.layer!r}")
-            if self.params:
-                raise ValueError(f"{self.layer.__name__} is built with no arguments: a layer run takes no params")
-            if self.gradient == "true" and self.op is None:
-                raise ValueError(
-                    f"true mode for {self.layer.__name__} needs the function it calls, and none of its module's "
-                    "custom-gradient functions matched its output and input gradient; train it in custom mode"
-                )
-        if self.op is None:
-            if self.params:
-                raise ValueError("the ReLU baseline Run(None) takes no params")
-            object.__setattr__(self, "params", {})
-            return
-        try:
-            spec = ops.get(self.op)
-        except KeyError as error:
-            raise ValueError(str(error.args[0])) from None
-        object.__setattr__(self, "params", spec.resolve(dict(self.params or {})))
-
-    @property
-    def spec(self) -> ops.OpSpec | None:
-        return None if self.op is None else ops.get(self.op)
-
-    @property
-    def label(self) -> str:
-        """A short legend name, e.g. ``ste_sign (custom)`` or ``relu``."""
-        if self.layer is not None:
-            return f"{self.layer.__name__} ({self.gradient})"
-        if self.op is None:
-            return "relu"
-        spec = self.spec
-        changed = {k: v for k, v in self.params.items() if v != spec.defaults()[k]}
-        details = ", ".join(f"{k}={v:g}" for k, v in changed.items())
-        return f"{spec.key} ({self.gradient}{', ' + details if details else ''})"
-
-
 @dataclass
 class RunResult:
     """Outcome of one run.
@@ -202,21 +136,12 @@ class RunResult:
     error: str | None = None  # status "failed": the exception your op or layer raised while training
 
 
-def _is_users(run: Run) -> bool:
-    """A run of code this project did not write: your layer, your function or an editor op."""
-    return run.layer is not None or (run.op is not None and not run.spec.builtin)
-
-
 def _error_line(error: BaseException) -> str:
     """``Type: message``, the last line of a traced error, at most 300 characters."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = lines[-1] if len(lines) > 1 and "in user code" in lines[0] else " ".join(lines)
     text = text if len(text) <= 300 else text[:297] + "..."
     return f"{type(error).__name__}: {text}"
-
-
-def _as_run(run: Run | str | ops.OpSpec | None) -> Run:
-    return run if isinstance(run, Run) else Run(run)
 
 
 # -- data order -------------------------------------------------------------------------------
@@ -249,9 +174,9 @@ def build_model(
     input_dim: int, run: Run | None, *, width: int = DEFAULT_WIDTH, depth: int = 1, seed: int = 0
 ) -> keras.Model:
     """``Input -> [Dense(width) -> op] x depth -> Dense(1)``; the output is a logit or a value."""
-    input_dim = _check_int("input_dim", input_dim, 1)
-    width = _check_int("width", width, 1, MAX_WIDTH)
-    depth = _check_int("depth", depth, 1, MAX_DEPTH)
+    input_dim = check_int("input_dim", input_dim, 1)
+    width = check_int("width", width, 1, MAX_WIDTH)
+    depth = check_int("depth", depth, 1, MAX_DEPTH)
     run = Run(None) if run is None else run
     inputs = keras.Input(shape=(input_dim,), name="x")
     hidden = inputs
@@ -263,9 +188,9 @@ def build_model(
         elif run.op is None:
             hidden = keras.layers.Activation(keras.activations.relu, name=f"op_{layer}")(hidden)
         else:
-            hidden = ops.SurrogateLayer(run.spec, gradient=run.gradient, params=dict(run.params), name=f"op_{layer}")(
-                hidden
-            )
+            hidden = ops.SurrogateLayer(
+                run.spec, gradient=run.gradient, params=dict(run.params), trainable_params=run.learned, name=f"op_{layer}"
+            )(hidden)
     initializer = keras.initializers.GlorotUniform(seed=_kernel_seed(seed, 0))
     outputs = keras.layers.Dense(1, kernel_initializer=initializer, name=OUTPUT_LAYER)(hidden)
     if run.layer is not None:
@@ -307,7 +232,9 @@ class _ChunkTrainer(keras.Model):
         kernels = [net.get_layer(f"dense_{layer}").kernel for layer in range(1, len(hidden) + 1)]
         kernels.append(net.get_layer(OUTPUT_LAYER).kernel)
         self._layer_kernel_indices = [variable_ids.index(id(kernel)) for kernel in kernels]
-        self.record_fields = (*_RECORD_FIELDS, *layer_norm_columns(len(hidden)))
+        learned = learned_parameters(net)
+        self._learned = list(learned.values())
+        self.record_fields = (*_RECORD_FIELDS, *layer_norm_columns(len(hidden)), *learned)
         self._records = [tf.Variable(tf.zeros((MAX_EPOCHS, len(self.record_fields))), trainable=False)]
         self.built = True
 
@@ -354,7 +281,8 @@ class _ChunkTrainer(keras.Model):
         unit_alive = tf.logical_or(tf.reduce_any(kernel_grad != 0.0, axis=0), bias_grad != 0.0)
         dead_fraction = 1.0 - tf.reduce_mean(tf.cast(unit_alive, tf.float32))
         layer_norms = [tf.norm(grads[index]) for index in self._layer_kernel_indices]
-        row = tf.stack([loss, accuracy, tf.norm(kernel_grad), dead_fraction, *layer_norms])
+        learned = [tf.cast(tf.convert_to_tensor(variable), tf.float32) for variable in self._learned]
+        row = tf.stack([loss, accuracy, tf.norm(kernel_grad), dead_fraction, *layer_norms, *learned])
         self.records.scatter_nd_update(tf.reshape(epoch, [1, 1]), row[None, :])
 
     def _epoch(self, epoch, order, variables):
@@ -413,6 +341,7 @@ class _RunState:
     jit_compile: bool = False
     xla_failed: bool = False  # XLA could not compile this run's step (a user op): it stays plain
     optimizer_start: list[np.ndarray] = field(default_factory=list)
+    learned_start: list[np.ndarray] = field(default_factory=list)  # learned op parameters at epoch 0
 
 
 class _StreamEpochs(keras.callbacks.Callback):
@@ -459,45 +388,41 @@ class Session:
 
     def __init__(
         self,
-        task: str | tasks.Dataset,
-        runs: Sequence[Run | str | ops.OpSpec | None],
+        state: TrainState | None = None,
+        /,
         *,
-        width: int = DEFAULT_WIDTH,
-        depth: int = 1,
-        optimizer: str = DEFAULT_OPTIMIZER,
-        learning_rate: float = DEFAULT_LEARNING_RATE,
-        batch_size: int | None = None,
-        seed: int = 0,
+        dataset: tasks.Dataset | None = None,
         epochs_per_chunk: int | None = None,
+        **controls: Any,
     ):
-        self.width = _check_int("width", width, 1, MAX_WIDTH)
-        self.depth = _check_int("depth", depth, 1, MAX_DEPTH)
-        self.optimizer = _check_optimizer(optimizer)
-        self.learning_rate = _check_learning_rate(learning_rate)
-        self.batch_size = None if batch_size is None else _check_int("batch_size", batch_size, 1)
-        self.seed = _check_int("seed", seed, 0)
-        if isinstance(task, tasks.Dataset):
-            self.dataset = task
-        elif isinstance(task, str):
-            self.dataset = tasks.make(task, seed=self.seed)
-        else:
-            raise ValueError(f"task must be a task name ({', '.join(tasks.names())}) or a Dataset, got {task!r}")
-        if isinstance(runs, (str, Run, ops.OpSpec)) or not isinstance(runs, Sequence) or not runs:
+        """``state``'s runs, model, optimiser and seed (``controls``: fields of :class:`TrainState` to use
+        instead, e.g. ``Session(task="xor", runs=[Run("atan")])``); ``dataset``: train on it instead of the one
+        the state's task, n, noise and seed generate. ``epochs_per_chunk``: a fixed chunk length (default:
+        adaptive, see :meth:`step`)."""
+        state = TrainState(**controls) if state is None else state.replace(**controls)
+        if not state.runs:
             raise ValueError("runs must be a non-empty list of Run")
-        self.runs = [_as_run(run) for run in runs]
+        self.state = state
+        self.width, self.depth, self.seed = state.width, state.depth, state.seed
+        self.optimizer, self.learning_rate, self.batch_size = state.optimizer, state.learning_rate, state.batch_size
+        if dataset is not None and not isinstance(dataset, tasks.Dataset):
+            raise ValueError(f"dataset must be a tasks.Dataset, got {dataset!r}")
+        self.dataset = state.dataset() if dataset is None else dataset
+        self.runs = list(state.runs)
         self._adaptive_chunks = epochs_per_chunk is None
         if epochs_per_chunk is None:
             n, batch = self.dataset.n, min(self.batch_size or self.dataset.n, self.dataset.n)
             capacity = MAX_EPOCHS_PER_CHUNK if batch == n else ORDER_BUFFER_POINTS // (math.ceil(n / batch) * batch)
             self.epochs_per_chunk = max(1, min(MAX_EPOCHS_PER_CHUNK, capacity))
         else:
-            self.epochs_per_chunk = _check_int("epochs_per_chunk", epochs_per_chunk, 1, MAX_EPOCHS_PER_CHUNK)
+            self.epochs_per_chunk = check_int("epochs_per_chunk", epochs_per_chunk, 1, MAX_EPOCHS_PER_CHUNK)
         self.epoch = 0  # epochs done by every run still training
         self._stop_requested = False
         self._lock = threading.RLock()
         start = time.perf_counter()
         template = build_model(self.dataset.input_dim, None, width=self.width, depth=self.depth, seed=self.seed)
         self.initial_weights = template.get_weights()
+        self._dense_weights = {layer.name: layer.get_weights() for layer in template.layers if layer.weights}
         template_seconds = time.perf_counter() - start
         batch = min(self.batch_size or self.dataset.n, self.dataset.n)
         steps_per_epoch = math.ceil(self.dataset.n / batch)
@@ -516,22 +441,29 @@ class Session:
         except ValueError:
             raise
         except Exception as error:  # noqa: BLE001 - only for code this project did not write
-            if not _is_users(run):
+            if not is_users(run):
                 raise
             raise ValueError(f"{run.label} cannot be built into a model: {_error_line(error)}") from None
 
     def _build(self, run: Run) -> _RunState:
         start = time.perf_counter()
         net = build_model(self.dataset.input_dim, run, width=self.width, depth=self.depth, seed=self.seed)
-        net.set_weights(self.initial_weights)
+        self._set_initial_weights(net)
         trainer = _ChunkTrainer(net, self.dataset, self.batch_size)
         state = _RunState(run=run, net=net, trainer=trainer)
         optimizer = OPTIMIZERS[self.optimizer](learning_rate=self.learning_rate)
         optimizer.build(net.trainable_variables)
         trainer.compile(optimizer=optimizer, jit_compile=False)
         state.optimizer_start = [variable.numpy() for variable in optimizer.variables]
+        state.learned_start = [variable.numpy() for variable in learned_parameters(net).values()]
         state.build_seconds = time.perf_counter() - start
         return state
+
+    def _set_initial_weights(self, net: keras.Model) -> None:
+        """Every Dense layer's initial weights (the same in every run); op layers keep their own (a learned
+        parameter starts at its given value)."""
+        for name, weights in self._dense_weights.items():
+            net.get_layer(name).set_weights(weights)
 
     def _use_xla(self, state: _RunState, jit_compile: bool) -> None:
         """Recompile the run's training step with or without XLA; weights and optimiser state stay."""
@@ -547,7 +479,9 @@ class Session:
 
     def _reset(self) -> None:
         for state in self._states:
-            state.net.set_weights(self.initial_weights)
+            self._set_initial_weights(state.net)
+            for variable, value in zip(learned_parameters(state.net).values(), state.learned_start, strict=True):
+                variable.assign(value)
             for variable, value in zip(state.trainer.optimizer.variables, state.optimizer_start, strict=True):
                 variable.assign(value)  # iteration count and moments; the learning rate is a variable too
             state.rows.clear()
@@ -606,7 +540,7 @@ class Session:
 
     def _step(self, epochs: int, on_epoch, should_stop, seconds: float | None) -> list[RunResult]:
         started = time.perf_counter()
-        epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
+        epochs = check_int("epochs", epochs, 1, MAX_EPOCHS)
         if self.epoch + epochs > MAX_EPOCHS:
             raise ValueError(
                 f"epochs = {epochs} is too many: a session trains at most {MAX_EPOCHS} epochs, {self.epoch} are done"
@@ -700,7 +634,7 @@ class Session:
                 self._use_xla(state, False)
                 state.trainer.fit(data, epochs=1, verbose=0, callbacks=[callback], shuffle=False)
         except Exception as error:  # noqa: BLE001 - only for code this project did not write (see below)
-            if not _is_users(state.run):
+            if not is_users(state.run):
                 raise
             # your op or layer raised (NumPy in a backward, a wrong gradient shape or dtype): this run
             # stops with the message, the other runs go on
@@ -724,6 +658,7 @@ class Session:
             "grad_norm",
             "dead_fraction",
             *layer_norm_columns(self.depth),
+            *learned_parameters(state.net),
         ]
         history = pd.DataFrame(state.rows, columns=columns).astype({"epoch": "int64"})
         status = state.status
@@ -750,36 +685,20 @@ class Session:
 
 
 def compare(
-    task: str | tasks.Dataset,
-    runs: Sequence[Run | str | ops.OpSpec | None],
+    state: TrainState | None = None,
+    /,
     *,
-    epochs: int = DEFAULT_EPOCHS,
-    width: int = DEFAULT_WIDTH,
-    depth: int = 1,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    learning_rate: float = DEFAULT_LEARNING_RATE,
-    batch_size: int | None = None,
-    seed: int = 0,
+    dataset: tasks.Dataset | None = None,
     on_epoch: Callable[[int, int, dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     epochs_per_chunk: int | None = None,
+    **controls: Any,
 ) -> list[RunResult]:
-    """Train every run on ``task`` from the same initial weights and batch order; never raises
-    for a diverging or gradient-less run (see ``RunResult.status``). ``batch_size=None`` is full batch.
-    A task name is generated with :func:`explorer.train.tasks.make` (512 points, noise 0.1, this seed)."""
-    epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
-    session = Session(
-        task,
-        runs,
-        width=width,
-        depth=depth,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        seed=seed,
-        epochs_per_chunk=epochs_per_chunk,
-    )
-    return session.step(epochs, on_epoch=on_epoch, should_stop=should_stop)
+    """Train every run of ``state`` for its ``epochs`` from the same initial weights and batch order (a
+    :class:`Session` of the same arguments, stepped once); never raises for a diverging or gradient-less run
+    (see ``RunResult.status``). ``compare(task="xor", runs=["atan", "ste_sign"], epochs=50)`` builds the state."""
+    session = Session(state, dataset=dataset, epochs_per_chunk=epochs_per_chunk, **controls)
+    return session.step(session.state.epochs, on_epoch=on_epoch, should_stop=should_stop)
 
 
 # -- evaluation on a grid -----------------------------------------------------------------------
@@ -806,7 +725,7 @@ def _axis(column: np.ndarray, resolution: int) -> np.ndarray:
 
 def predict_grid(model: keras.Model, dataset: tasks.Dataset, resolution: int = 100) -> GridPrediction:
     """Evaluate ``model`` on a ``resolution``-point line (1-D task) or square grid (2-D task)."""
-    resolution = _check_int("resolution", resolution, 2, MAX_RESOLUTION)
+    resolution = check_int("resolution", resolution, 2, MAX_RESOLUTION)
     if dataset.input_dim not in (1, 2):
         raise ValueError(f"predict_grid needs a 1-D or 2-D task, got input_dim {dataset.input_dim}")
     x_axis = _axis(dataset.x[:, 0], resolution)

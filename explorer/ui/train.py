@@ -18,13 +18,14 @@ Two rules keep the page right under load (several users, slow reruns):
   no longer depend on that rerun reaching the browser: a timer tick that lands after it draws
   them too.
 
-Presets (``explorer.train.presets``, also ``/train?preset=<key>``) set every control through the widgets'
-session-state keys before the widgets render; a live preset (``depth``) then starts its session like
-Start does, the others run their preset function (cached once per server, see the note above
-``_yin``) and show its tables and figures. The preset's box is filled after the controls are drawn,
-so the page is usable while a preset computes. The URL is read for ``preset`` only
-(:func:`explorer.state.preset_from_query`); an unknown value gives a notice, keeps every control and
-run, and is dropped from the URL.
+Every control is one :class:`explorer.state.TrainState`, and the URL is its form
+(:func:`explorer.state.train_to_query`): a copied link opens the same controls, and Start trains the same
+loss history. A URL the page did not write itself (a pasted link, ``/train?preset=<key>``) is read once
+(:func:`explorer.state.train_from_query`) and put into the widgets' session-state keys before they render;
+a bad value gives a notice naming the key and its range, and the default is used for that key alone.
+Presets (``explorer.train.presets``) produce a state the same way; a live preset (``depth``) then starts its
+session like Start does, the others show their view (:mod:`explorer.ui.presets`). The preset's box is
+filled after the controls are drawn, so the page is usable while a preset computes.
 """
 
 from __future__ import annotations
@@ -35,19 +36,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ops
 from explorer import loaded
 from explorer import state as url_state
-from explorer.train import preset_figures, presets, tasks
+from explorer.train import presets, tasks
 from explorer.train import trainer as train
-from explorer.train.figures import layer_norm_figure_spec, loss_figure_spec, prediction_figure, run_colour
+from explorer.train.figures import (
+    layer_norm_figure_spec,
+    learned_figure_spec,
+    loss_figure_spec,
+    prediction_figure,
+    run_colour,
+)
+from explorer.ui import presets as preset_views
 from explorer.ui.widgets import ReadyFigure, literal, page_link, show_chart, show_figure
+from ops import learnable
 
 SESSION_KEY = "train.session"
 CONFIG_KEY = "train.config"
@@ -57,13 +64,10 @@ ERROR_KEY = "train.error"
 REQUEST_KEY = "train.request"  # "start" or "step", set by a button's callback, done by the page body
 PREDICTIONS_KEY = "train.predictions"  # (session id, epoch, predictions): drawn once per finished state
 PRESET_KEY = "train.preset"  # the preset selectbox ("" = none)
-URL_PRESET_KEY = "train.url_preset"  # the ?preset= value already acted on, so a rerun does not re-apply it
-PRESET_NOTICE_KEY = "train.preset_notice"
-YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
-MONTE_CARLO_KEY = "train.yin_monte_carlo"
-YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
-RUNS_FROM_PRESET_KEY = "train.runs_from_preset"  # the next render keeps the runs a preset just set
-DEFAULT_SETUP = presets.TrainSetup()
+URL_KEY = "train.url"  # the query this page last wrote: a URL that differs from it is read (a pasted link)
+NOTICES_KEY = "train.url_notices"  # what the last URL read could not use
+RUNS_FROM_STATE_KEY = "train.runs_from_state"  # the next render keeps the runs a URL or preset just set
+DEFAULT_STATE = url_state.TrainState()
 TICK_SECONDS = 1.0
 TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server stays responsive
 # Unset: a tick trains for its time budget alone. The browser tests cap it, so that a live training spans a
@@ -74,7 +78,7 @@ EPOCHS_PER_TICK_ENV = "GRADIENT_EXPLORER_TRAIN_EPOCHS_PER_TICK"
 # users training on the server's machine (the benchmark) left a slider move waiting for the CPU.
 LIVE_LOSS_SECONDS = 1.9  # the loss chart is redrawn at most this often (every other tick)
 LIVE_LAYER_STEPS = 20  # the gradient-flow chart moves on every 1/20 of the target epochs
-LIVE_FIGURES = ("loss", "layers")  # the names _live_figure keeps them under
+LIVE_FIGURES = ("loss", "layers", "learned")  # the names _live_figure keeps them under
 MAX_RUNS = 6
 OPTIMIZER_LABELS = {"adam": "Adam", "sgd": "SGD", "rmsprop": "RMSprop", "adagrad": "Adagrad"}
 STATUS_BADGES = {
@@ -91,72 +95,44 @@ STATUS_HELP = {
 }
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that defines a training session; a change means a new session."""
-
-    task: str
-    n: int
-    noise: float
-    width: int
-    depth: int
-    optimizer: str
-    learning_rate: float
-    batch_size: int | None
-    seed: int
-    runs: tuple[train.Run, ...]
-
-
 def _user_op() -> ops.OpSpec | None:
     return url_state.editor_op(st.session_state.get(url_state.EDITOR_SOURCE_KEY))
 
 
-def _default_runs() -> pd.DataFrame:
+def _default_runs() -> tuple[train.Run, ...]:
+    """The Explore page's op (or the default), in custom and in true mode."""
     explore_state = st.session_state.get("explore.state")
-    op = explore_state.op if explore_state is not None else url_state.DEFAULT_OP
-    return pd.DataFrame({"op": [op, op], "gradient": ["custom", "true"], "params": ["", ""]})
+    spec = loaded.get(explore_state.op if explore_state is not None else url_state.DEFAULT_OP)
+    try:
+        return (train.Run(spec, None, "custom"), train.Run(spec, None, "true"))
+    except ValueError:  # a loaded op of another signature: the built-in default
+        return (train.Run(url_state.DEFAULT_OP, None, "custom"), train.Run(url_state.DEFAULT_OP, None, "true"))
 
 
-def _parse_params(spec: ops.OpSpec, text: str) -> dict[str, float]:
-    """``"alpha=2, threshold=0.5"`` -> dict; ValueError names the bad item."""
-    params: dict[str, float] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"'{item.strip()}' should look like name=value (parameters of {spec.key}: {', '.join(spec.param_names) or 'none'})")
-        try:
-            params[name.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"'{item.strip()}': {value.strip()!r} is not a number") from None
-    return params
+def _runs_table(runs: tuple[train.Run, ...]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "op": [url_state.runs_to_text([run]).split(":")[0] for run in runs],
+            "gradient": [run.gradient for run in runs],
+            "params": [url_state.run_params_text(run).replace(",", ", ") for run in runs],
+            "learn": [run.learn for run in runs],
+        }
+    )
 
 
 def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[list[train.Run], list[str]]:
     runs, problems = [], []
-    for number, row in enumerate(table.itertuples(index=False), start=1):
-        key = row.op
+    for number, row in enumerate(table.to_dict("records"), start=1):
+        key = row.get("op")
         if not isinstance(key, str) or not key:
             problems.append(f"Run {number}: pick an op.")
             continue
+        gradient = row.get("gradient") if isinstance(row.get("gradient"), str) and row.get("gradient") else "custom"
+        params = row.get("params") if isinstance(row.get("params"), str) else ""
+        learn = row.get("learn") is True or row.get("learn") == 1
         try:
-            gradient = row.gradient if isinstance(row.gradient, str) and row.gradient else "custom"
-            layer = loaded.current().layers.get(key)
-            if layer is not None:  # your layer in place of the op (true mode: the function it calls)
-                spec = None if layer.op_key is None else loaded.get(layer.op_key)
-                params = row.params.strip() if isinstance(row.params, str) else ""
-                if params:
-                    raise ValueError(f"{key} is built with no arguments: leave its parameters empty")
-                runs.append(train.Run(spec, None, gradient, layer=layer.layer_class))
-                continue
-            spec = user_op if user_op is not None and key == user_op.key else loaded.get(key)
-            reason = loaded.untrainable(key) if loaded.is_loaded(key) else None
-            if reason is not None:
-                raise ValueError(f"{key} is unavailable for training: it {reason} (the Explore page draws it)")
-            params = _parse_params(spec, row.params if isinstance(row.params, str) else "")
-            run = train.Run(spec, params, gradient)
-            unusable = loaded.problem(key, run.params) if loaded.is_loaded(key) else None
+            run = url_state.make_run(key, gradient, params, learn, user_op)
+            unusable = loaded.problem(key, run.params) if loaded.is_loaded(key) and run.layer is None else None
             if unusable is not None:  # probed first: a hung or broken op must not block this page's trainer
                 raise ValueError(f"{unusable}; fix it and restart the server (the Explore page shows it too)")
             runs.append(run)
@@ -168,41 +144,70 @@ def _runs_from_table(table: pd.DataFrame, user_op: ops.OpSpec | None) -> tuple[l
     return runs, problems
 
 
-def _control_values(setup: presets.TrainSetup) -> dict:
-    """Widget key -> value for every sidebar control of ``setup``."""
+def _control_values(state: url_state.TrainState) -> dict:
+    """Widget key -> value for every sidebar control of ``state``."""
     return {
-        "train.task": setup.task,
-        "train.n": int(setup.n),
-        "train.noise": float(setup.noise),
-        "train.width": int(setup.width),
-        "train.depth": int(setup.depth),
-        "train.optimizer": setup.optimizer,
-        "train.lr": float(setup.learning_rate),
-        "train.full_batch": setup.batch_size is None,
-        "train.batch_size": int(setup.batch_size or 64),
-        "train.epochs": int(setup.epochs),
-        "train.seed": int(setup.seed),
+        "train.task": state.task,
+        "train.n": int(state.n),
+        "train.noise": float(state.noise),
+        "train.width": int(state.width),
+        "train.depth": int(state.depth),
+        "train.optimizer": state.optimizer,
+        "train.lr": float(state.learning_rate),
+        "train.full_batch": state.batch_size is None,
+        "train.batch_size": int(state.batch_size or 64),
+        "train.epochs": int(state.epochs),
+        "train.seed": int(state.seed),
     }
-
-
-def _config_of(setup: presets.TrainSetup) -> TrainConfig:
-    """The session config the controls give once ``setup`` is applied: its runs go through the runs
-    table as the page reads them, so the two compare equal."""
-    runs, _ = _runs_from_table(_runs_table(setup.runs), None)
-    return TrainConfig(
-        task=setup.task, n=setup.n, noise=setup.noise, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
-        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed, runs=tuple(runs),
-    )
 
 
 def _seed_controls() -> None:
     """Default values of the sidebar widgets, set through session state (the widgets take no ``value=``),
-    so that a preset can set them too without Streamlit's "default value and Session State" warning."""
-    for key, value in _control_values(DEFAULT_SETUP).items():
+    so that a URL or a preset can set them too without Streamlit's "default value and Session State" warning."""
+    for key, value in _control_values(DEFAULT_STATE).items():
         st.session_state.setdefault(key, value)
 
 
-def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str], int]:
+def _apply_state(state: url_state.TrainState) -> None:
+    """Put ``state`` into every control (before the widgets render); its runs seed the runs table."""
+    for widget, value in _control_values(state).items():
+        st.session_state[widget] = value
+    st.session_state["train.runs_seed"] = _runs_table(state.runs or _default_runs())
+    st.session_state.pop("train.runs_table", None)  # the editor starts again from the seed rows
+    st.session_state[RUNS_FROM_STATE_KEY] = True
+    st.session_state[PRESET_KEY] = state.preset
+
+
+def _state_from_url() -> None:
+    """Read the URL when it is not the one this page wrote last (a pasted link, a preset link): its state
+    goes into the controls; what it could not use is remembered as notices. A live preset starts."""
+    query = {key: st.query_params.get_all(key) for key in st.query_params}
+    if not query or {key: values[-1] for key, values in query.items()} == st.session_state.get(URL_KEY):
+        return
+    state, notices = url_state.train_from_query(query, _current_state() or DEFAULT_STATE, editor_op=_user_op())
+    st.session_state[NOTICES_KEY] = notices
+    changed_preset = state.preset != (st.session_state.get(PRESET_KEY) or "")
+    _apply_state(state)
+    if changed_preset and state.preset:
+        _load_preset_views(state.preset)
+    st.session_state[URL_KEY] = {key: values[-1] for key, values in query.items()}
+
+
+def _current_state() -> url_state.TrainState | None:
+    """The state the widgets held at the end of the last run (None before the first)."""
+    return st.session_state.get("train.state")
+
+
+def _load_preset_views(key: str) -> None:
+    """A preset was chosen: its views start from their defaults; a live preset starts training."""
+    for widget, value in preset_views.VIEW_DEFAULTS.items():
+        st.session_state[widget] = value
+    _on_reset()
+    if presets.get(key).live:
+        st.session_state[REQUEST_KEY] = "start"
+
+
+def _controls(user_op: ops.OpSpec | None) -> tuple[url_state.TrainState | None, list[str]]:
     _seed_controls()
     with st.sidebar:
         st.header("Data")
@@ -223,19 +228,34 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
         full_batch = st.toggle("Full batch", key="train.full_batch")
         batch_size = None if full_batch else st.number_input("Batch size", 1, tasks.MAX_POINTS, key="train.batch_size")
         epochs = st.number_input("Epochs", min_value=1, max_value=train.MAX_EPOCHS, step=50, key="train.epochs")
-        seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, key="train.seed")
+        seed = st.number_input("Seed", min_value=0, max_value=url_state.train_setup.MAX_SEED, key="train.seed")
 
+    runs, problems = _runs_editor(user_op)
+    if not runs:
+        problems.append("Add at least one run.")
+        return None, problems
+    state = url_state.TrainState(
+        task=task, n=int(n), noise=float(noise), width=int(width), depth=int(depth), optimizer=optimizer,
+        learning_rate=float(learning_rate), batch_size=None if batch_size is None else int(batch_size),
+        epochs=int(epochs), seed=int(seed), runs=tuple(runs), preset=st.session_state.get(PRESET_KEY) or "",
+    )  # fmt: skip
+    return state, problems
+
+
+def _runs_editor(user_op: ops.OpSpec | None) -> tuple[list[train.Run], list[str]]:
+    """The runs table (op, gradient mode, parameters, learn) and the runs it holds."""
     st.subheader("Runs to compare")
     st.caption(
         "Each run is an op, its parameters and a gradient mode. **custom** trains through the op's custom gradient; "
         "**true** trains through autodiff of the plain forward, so a step or sign passes no gradient and nothing before "
-        "it can learn. Every model is `Input → [Dense → op] × depth → Dense`: a trainable layer must sit *before* the "
+        "it can learn. **learn** makes the op's parameters trained variables (custom mode; see *Learned parameters*). "
+        "Every model is `Input → [Dense → op] × depth → Dense`: a trainable layer must sit *before* the "
         "op, because a custom gradient changes nothing when nothing upstream of it trains."
     )
     yours = loaded.current()
     options = ops.names() + ([user_op.key] if user_op is not None else []) + list(yours.ops) + list(yours.layers)
-    if "train.runs_table" not in st.session_state and not st.session_state.pop(RUNS_FROM_PRESET_KEY, False):
-        st.session_state["train.runs_seed"] = _default_runs()
+    if "train.runs_table" not in st.session_state and not st.session_state.pop(RUNS_FROM_STATE_KEY, False):
+        st.session_state["train.runs_seed"] = _runs_table(_default_runs())
     table = st.data_editor(
         st.session_state["train.runs_seed"],
         key="train.runs_table",
@@ -252,55 +272,52 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[TrainConfig | None, list[str]
             ),
             "gradient": st.column_config.SelectboxColumn("gradient", options=list(ops.GRADIENT_MODES), required=True, default="custom"),
             "params": st.column_config.TextColumn("parameters", help="e.g. alpha=4, threshold=0.5; empty for defaults"),
+            "learn": st.column_config.CheckboxColumn(
+                "learn", default=False,
+                help="train the op's parameters as variables (threshold, slope, ...), their gradient that of the "
+                "surrogate's primitive; ops whose parameters cannot be learned say why",
+            ),
         },
-    )
+    )  # fmt: skip
+    _unavailable_list(yours)
+    return _runs_from_table(table, _user_op() if user_op is None else user_op)
+
+
+def _unavailable_list(yours) -> None:
+    """Loaded functions the model cannot hold: one line, opening into a table of function and reason."""
     unavailable = {key: loaded.untrainable(key) for key in yours.ops}
     unavailable = {key: reason for key, reason in unavailable.items() if reason is not None}
     if unavailable:
-        st.caption(
-            "Unavailable for training (offered in the op choice, refused with this reason): "
-            + "; ".join(f"`{key}` {literal(reason)}" for key, reason in unavailable.items())
-        )
-    runs, problems = _runs_from_table(table, user_op)
-    if not runs:
-        problems.append("Add at least one run.")
-        return None, problems, int(epochs)
-    config = TrainConfig(
-        task=task,
-        n=int(n),
-        noise=float(noise),
-        width=int(width),
-        depth=int(depth),
-        optimizer=optimizer,
-        learning_rate=float(learning_rate),
-        batch_size=None if batch_size is None else int(batch_size),
-        seed=int(seed),
-        runs=tuple(runs),
-    )
-    return config, problems, int(epochs)
+        with st.expander(f"{len(unavailable)} loaded function(s) cannot be trained (offered in the op choice, refused with the reason)"):
+            st.dataframe(
+                pd.DataFrame({"function": list(unavailable), "reason": list(unavailable.values())}),
+                hide_index=True, width="stretch",
+            )  # fmt: skip
 
 
-def _new_session(config: TrainConfig) -> train.Session | loaded.WorkerSession:
+def _session_key(state: url_state.TrainState) -> tuple:
+    """What defines a session: everything but the epochs to train and the preset it came from (the URL form,
+    and each run's op and layer objects: an editor op compiled anew is a new op under the same key)."""
+    query = url_state.train_to_query(state.replace(epochs=1, preset=""))
+    return tuple(sorted(query.items())), tuple((run.spec, run.layer) for run in state.runs)
+
+
+def _new_session(state: url_state.TrainState) -> train.Session | loaded.WorkerSession:
     """A session of these controls; one with a run of a loaded op or layer trains in the training worker
     (:class:`explorer.loaded.WorkerSession`), built-in ops train here."""
-    setup = presets.TrainSetup(**{field.name: getattr(config, field.name) for field in fields(config)})
-    if not loaded.needs_worker(config.runs):
-        return setup.new_session()
-    dataset = tasks.make(setup.task, n=setup.n, noise=setup.noise, seed=setup.seed)
-    return loaded.WorkerSession(
-        dataset, config.runs, width=setup.width, depth=setup.depth, optimizer=setup.optimizer,
-        learning_rate=setup.learning_rate, batch_size=setup.batch_size, seed=setup.seed,
-    )  # fmt: skip
+    if loaded.needs_worker(state.runs):
+        return loaded.WorkerSession(state)
+    return train.Session(state)
 
 
-def _ensure_session(config: TrainConfig) -> train.Session | None:
-    if st.session_state.get(CONFIG_KEY) != config or st.session_state.get(SESSION_KEY) is None:
+def _ensure_session(state: url_state.TrainState) -> train.Session | None:
+    if st.session_state.get(CONFIG_KEY) != _session_key(state) or st.session_state.get(SESSION_KEY) is None:
         try:
-            st.session_state[SESSION_KEY] = _new_session(config)
+            st.session_state[SESSION_KEY] = _new_session(state)
         except ValueError as error:
             st.session_state[ERROR_KEY] = str(error)
             return None
-        st.session_state[CONFIG_KEY] = config
+        st.session_state[CONFIG_KEY] = _session_key(state)
         st.session_state[ERROR_KEY] = None
     return st.session_state[SESSION_KEY]
 
@@ -310,23 +327,23 @@ def _request(action: str) -> None:
     st.session_state[REQUEST_KEY] = action
 
 
-def _carry_out(config: TrainConfig | None, epochs: int) -> None:
+def _carry_out(state: url_state.TrainState | None) -> None:
     """Do the Start or Step asked for in this interaction, with the controls as this run read them.
 
     A callback's ``args`` are bound when the page last rendered, so a value typed just before the
     click (the click takes the focus and sends both in one interaction) would be lost there.
     """
     action = st.session_state.pop(REQUEST_KEY, None)
-    if action is None or config is None:
+    if action is None or state is None:
         return
     if action == "start":
         st.session_state[SESSION_KEY] = None  # Start always begins from the initial weights
-        if _ensure_session(config) is not None:
-            st.session_state[TARGET_KEY] = epochs
+        if _ensure_session(state) is not None:
+            st.session_state[TARGET_KEY] = state.epochs
             st.session_state[RUNNING_KEY] = True
     elif action == "step":
         st.session_state[RUNNING_KEY] = False
-        session = _ensure_session(config)
+        session = _ensure_session(state)
         if session is not None and not session.finished:
             try:
                 session.step(1)
@@ -458,7 +475,15 @@ def _training_view() -> None:
         "loss", (session, log_y, labels), LIVE_LOSS_SECONDS if running else 0.0,
         lambda: loss_figure_spec([r.history for r in results], list(labels), log_y=log_y),
     )  # fmt: skip
-    show_figure(loss_chart, key="train.loss_chart")
+    learned = [r for r in results if any(column.startswith(train.LEARNED_PREFIX) for column in r.history.columns)]
+    if learned:  # the learned parameters' trajectories beside the loss
+        col_loss, col_learned = st.columns([3, 2])
+        with col_loss:
+            show_figure(loss_chart, key="train.loss_chart")
+        with col_learned:
+            _learned_view(session, learned, running)
+    else:
+        show_figure(loss_chart, key="train.loss_chart")
     _gradient_flow_view(session, results, epoch, live_step=max(1, target // LIVE_LAYER_STEPS) if running else None)
     if was_running and not running:
         st.rerun(scope="app")  # re-enable the buttons and stop the timer; the results do not wait for it
@@ -466,39 +491,25 @@ def _training_view() -> None:
         _results_view(session, epoch, results)
 
 
-def _ratio(value: float) -> str:
-    if math.isnan(value):
-        return "no gradient in the last layer"
-    return "0 (no gradient reaches layer 1)" if value == 0 else f"{value:.3g}"
-
-
-RATIO_LATEX = r"$\lVert \nabla_{W_1} L \rVert \,/\, \lVert \nabla_{W_D} L \rVert$"
-
-
-def _preset_session(key: str) -> train.Session | None:
-    """The current session if it is exactly preset ``key``'s setup (the user has not changed a control)."""
-    session = st.session_state.get(SESSION_KEY)
-    if session is None or st.session_state.get(CONFIG_KEY) != _config_of(presets.get(key).setup):
-        return None
-    return session
-
-
-def _depth_sentence(table: pd.DataFrame) -> str:
-    """What the depth preset's run shows: the measured first / last hidden-layer ratio per scale."""
-    def per_layer(ratio: float, depth: int) -> str:
-        return f" (×{ratio ** (1 / (depth - 1)):.2g} per layer)" if ratio > 0 and depth > 1 else ""
-
-    at_init = ", ".join(
-        f"{row['run']}: **{_ratio(row['first/last at init'])}**{per_layer(row['first/last at init'], row['depth'])}"
-        for row in table.to_dict("records")
-    )
-    later = ", ".join(f"{row['run']}: {_ratio(row['first/last at now'])}" for row in table.to_dict("records"))
-    epoch = int(table["epoch"].max())
-    return (
-        f"**This run shows** ({int(table['depth'].iloc[0])} hidden layers, ratio {RATIO_LATEX} of the first to the last "
-        f"hidden layer's kernel gradient norm; below 1 the gradient shrinks on its way down, above 1 it grows, "
-        f"by about the same factor per layer, so more depth means more of it): "
-        f"at initialisation {at_init}; at epoch {epoch}: {later}."
+def _learned_view(session, results: list[train.RunResult], running: bool) -> None:
+    """The learned parameters' values over epochs, and what learning each one amounts to."""
+    labels = tuple(r.run.label for r in results)
+    chart = _live_figure(
+        "learned", (session, labels), LIVE_LOSS_SECONDS if running else 0.0,
+        lambda: learned_figure_spec([r.history for r in results], list(labels)),
+    )  # fmt: skip
+    show_figure(chart, key="train.learned_chart")
+    lines = []
+    for result in results:
+        spec = result.run.spec
+        for name in result.run.learned:
+            what = learnable.kind(spec, name)
+            last = result.history.filter(like=f".{name}").iloc[-1] if len(result.history) else None
+            value = "" if last is None else " (now " + ", ".join(f"{v:.4g}" for v in last) + ")"
+            lines.append(f"- **{spec.key}.{name}**{value}: " + learnable.EQUIVALENCES[what].format(name=name))
+    st.caption(
+        "Learned parameters: their gradient is that of the surrogate's primitive σ (the function the custom gradient "
+        "differentiates in place of the step), anchored at the jump.\n" + "\n".join(lines)
     )
 
 
@@ -514,11 +525,11 @@ def _gradient_flow_view(
     table = presets.gradient_flow_table(results)
     if len(table) and int(table["depth"].iloc[0]) > 1:
         ratios = "; ".join(
-            f"{row['run']}: {_ratio(row['first/last at init'])} at initialisation, "
-            f"{_ratio(row['first/last at now'])} at epoch {row['epoch']}"
+            f"{row['run']}: {preset_views.ratio_text(row['first/last at init'])} at initialisation, "
+            f"{preset_views.ratio_text(row['first/last at now'])} at epoch {row['epoch']}"
             for row in table.to_dict("records")
         )
-        st.markdown(f"**First / last hidden layer**, {RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
+        st.markdown(f"**First / last hidden layer**, {preset_views.RATIO_LATEX} ({int(table['depth'].iloc[0])} hidden layers): {ratios}.")
     labels = tuple(r.run.label for r in results)
     shown_epoch = epoch if live_step is None else max(1, epoch - epoch % live_step)
     layer_chart = _live_figure(
@@ -574,39 +585,45 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
         mime="text/csv",
         on_click="ignore",
     )
-    _view_download(dataset, epoch, results, predictions)
+    _view_download(session, epoch, results, predictions)
 
 
-def _view_download(dataset: tasks.Dataset, epoch: int, results: list[train.RunResult], predictions: list) -> None:
-    """"Download this view": the loss, gradient-flow and prediction figures, the results and the settings as one
-    HTML file that opens offline (:func:`explorer.explore.view_html.view_html`), made when clicked."""
+def _view_download(session: train.Session, epoch: int, results: list[train.RunResult], predictions: list) -> None:
+    """"Download this view": the loss (and learned-parameter), gradient-flow and prediction figures, the results and
+    the settings as one HTML file that opens offline (:func:`explorer.explore.view_html.view_html`), made when
+    clicked; its link is the trained state with the epochs trained, so Start there trains the same runs again."""
     from explorer.explore import view_html
 
-    link = page_link(st.query_params.to_dict(), "train")
-    config: TrainConfig | None = st.session_state.get(CONFIG_KEY)
+    state, dataset = session.state.replace(epochs=max(epoch, 1)), session.dataset
+    link = page_link(url_state.train_to_query(state), "train")
     labels = [r.run.label for r in results]
     histories = [r.history for r in results]
+    learned = [r for r in results if any(column.startswith(train.LEARNED_PREFIX) for column in r.history.columns)]
     log_y = bool(st.session_state.get("train.log_y", False))
 
     def build() -> str:
-        charts = [
-            view_html.Chart("Loss", ReadyFigure(loss_figure_spec(histories, labels, log_y=log_y)).to_dict(), "training_loss"),
+        charts = [view_html.Chart("Loss", ReadyFigure(loss_figure_spec(histories, labels, log_y=log_y)).to_dict(), "training_loss")]
+        if learned:
+            spec = learned_figure_spec([r.history for r in learned], [r.run.label for r in learned])
+            charts.append(view_html.Chart("Learned parameters", ReadyFigure(spec).to_dict(), "learned_parameters"))
+        charts += [
             view_html.Chart("Gradient flow through depth", ReadyFigure(layer_norm_figure_spec(histories, labels, epoch=epoch)).to_dict(), "gradient_flow"),
             view_html.Chart("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves", prediction_figure(predictions, labels, dataset), "predictions"),
         ]  # fmt: skip
-        tables = [view_html.Table("Results", _results_table(results), "Each run: op (gradient mode, parameters changed from the defaults) after its last epoch; every run started from the same weights and saw the same batches.")]
-        if config is not None:
-            settings = {
-                "task": tasks.get(config.task).title, "points": config.n, "noise": config.noise,
-                "hidden layers x width": f"{config.depth} x {config.width}", "optimiser": OPTIMIZER_LABELS.get(config.optimizer, config.optimizer),
-                "learning rate": config.learning_rate, "batch size": config.batch_size or "full batch", "epochs trained": epoch, "seed": config.seed,
-            }  # fmt: skip
-            tables.append(view_html.Table("Settings", pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})))
+        settings = {
+            "task": tasks.get(state.task).title, "points": state.n, "noise": state.noise,
+            "hidden layers x width": f"{state.depth} x {state.width}", "optimiser": OPTIMIZER_LABELS.get(state.optimizer, state.optimizer),
+            "learning rate": state.learning_rate, "batch size": state.batch_size or "full batch", "epochs trained": epoch, "seed": state.seed,
+        }  # fmt: skip
+        tables = [
+            view_html.Table("Results", _results_table(results), "Each run: op (gradient mode, parameters changed from the defaults) after its last epoch; every run started from the same weights and saw the same batches."),
+            view_html.Table("Settings", pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})),
+        ]  # fmt: skip
         return view_html.view_html(
-            f"Train: {tasks.get(dataset.name).title} · Gradient Explorer", link, charts, tables,
+            f"Train: {tasks.get(state.task).title} · Gradient Explorer", link, charts, tables,
             subtitle=f"{len(results)} runs, {epoch} epochs: " + ", ".join(labels),
-            link_note="Opens the Train page on the server that saved this file (you need access to it). The settings "
-            "and runs below give this training again with Start: the same seed, initial weights and batches.",
+            link_note="Opens the Train page on the server that saved this file (you need access to it) with every "
+            "control of this training: Start trains it again (the same seed: the same initial weights and batches).",
             saved_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         )  # fmt: skip
 
@@ -614,228 +631,27 @@ def _view_download(dataset: tasks.Dataset, epoch: int, results: list[train.RunRe
         "Download this view (HTML)", data=build, file_name=f"training_{dataset.name}_view.html", mime="text/html",
         on_click="ignore",
         help="One file that opens offline in any browser, for a teammate without this server: the interactive figures "
-        "(plotly.js inside, about 5 MB), the link to this page, the results and the settings.",
+        "(plotly.js inside, about 5 MB), the link to this training, the results and the settings.",
     )  # fmt: skip
 
 
 # -- presets ------------------------------------------------------------------------------------
-def _runs_table(runs: tuple[train.Run, ...]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "op": [run.spec.key for run in runs],
-            "gradient": [run.gradient for run in runs],
-            "params": [", ".join(f"{name}={value:g}" for name, value in run.params.items() if value != run.spec.defaults()[name]) for run in runs],
-        }
-    )
-
-
-def _apply_preset(key: str) -> None:
-    """Set every control to the preset's values (before the widgets render) and, for a live preset,
-    ask for Start: the page body carries it out with these controls (see :func:`_carry_out`)."""
-    preset = presets.get(key)
-    for widget, value in _control_values(preset.setup).items():
-        st.session_state[widget] = value
-    st.session_state["train.runs_seed"] = _runs_table(preset.setup.runs) if preset.setup.runs else _default_runs()
-    st.session_state.pop("train.runs_table", None)  # the editor starts again from the seed rows
-    st.session_state[RUNS_FROM_PRESET_KEY] = bool(preset.setup.runs)
-    st.session_state[YIN_STEPS_KEY], st.session_state[YIN_LR_KEY] = 3000, 0.1
-    st.session_state[MONTE_CARLO_KEY] = False
-    st.session_state[PRESET_KEY] = key
-    st.session_state[PRESET_NOTICE_KEY] = None
-    _on_reset()
-    if preset.live:
-        st.session_state[REQUEST_KEY] = "start"
-
-
-def _preset_from_url() -> None:
-    """Act on ``?preset=`` once per value: apply a known preset; for any other value keep every control
-    and run as it is, remember a notice and drop the value from the URL (as the explore page rewrites
-    its URL to the state it shows)."""
-    values = st.query_params.get_all(url_state.PRESET_URL_KEY)
-    raw = values[-1] if values else None
-    if raw is None or raw == st.session_state.get(URL_PRESET_KEY):
-        return
-    st.session_state[URL_PRESET_KEY] = raw
-    key, notices = url_state.preset_from_query({url_state.PRESET_URL_KEY: values}, presets.names())
-    if key is not None:
-        _apply_preset(key)
-        return
-    st.session_state[PRESET_NOTICE_KEY] = " ".join(notices)
-    current = st.session_state.get(PRESET_KEY) or ""
-    if current:
-        st.query_params[url_state.PRESET_URL_KEY] = current
-        st.session_state[URL_PRESET_KEY] = current
-    else:
-        del st.query_params[url_state.PRESET_URL_KEY]
+def _preset_session(key: str) -> train.Session | None:
+    """The current session if it is exactly preset ``key``'s state (the user has not changed a control)."""
+    session = st.session_state.get(SESSION_KEY)
+    state = presets.get(key).state
+    if session is None or not state.runs or st.session_state.get(CONFIG_KEY) != _session_key(state):
+        return None
+    return session
 
 
 def _on_preset_change() -> None:
     key = st.session_state.get(PRESET_KEY) or ""
-    st.session_state[URL_PRESET_KEY] = key or None
+    st.session_state[NOTICES_KEY] = []
     if key:
-        _apply_preset(key)
-        st.query_params["preset"] = key
-    else:
-        st.query_params.pop("preset", None)
-        st.session_state[PRESET_NOTICE_KEY] = None
-
-
-# Caching: st.cache_data, not st.cache_resource. The results are small DataFrames (at most a few
-# thousand rows), so the pickled copy each session gets costs milliseconds, and no session can
-# change another's table by accident. Each is computed once per server process and argument set;
-# Streamlit holds a per-key lock while it computes, so a second visitor waits for that one
-# computation instead of starting another on the same two cores.
-@st.cache_data(show_spinner="Coarse gradient descent, closed form…", max_entries=16)
-def _yin(steps: int, lr: float) -> dict[str, pd.DataFrame]:
-    return {ste: presets.yin2019(ste, steps=steps, lr=lr) for ste in presets.STES}
-
-
-@st.cache_data(show_spinner=False, max_entries=1)
-def _yin_sweep() -> pd.DataFrame:
-    return presets.yin2019_loss_sweep()
-
-
-@st.cache_data(show_spinner="Sampling 100,000 inputs per STE…", max_entries=1)
-def _yin_monte_carlo() -> pd.DataFrame:
-    v, w = np.array([0.6, -0.4, 0.9, -1.1]), np.zeros(presets.YIN_INPUT)
-    w[:3] = (-0.4, 0.5, 0.3)  # |w| ~ 0.7 (the clipped ReLU's window matters), theta ~ 2.2
-    frames = [presets.yin2019_monte_carlo(ste, v, w).assign(ste=ste) for ste in presets.STES]
-    return pd.concat(frames, ignore_index=True)
-
-
-@st.cache_data(show_spinner="Training 10 seeds x 2 networks…", max_entries=1)
-def _dann() -> pd.DataFrame:
-    return presets.dann()
-
-
-@st.cache_data(show_spinner="Training one network per surrogate and steepness…", max_entries=1)
-def _shape_scale() -> pd.DataFrame:
-    return presets.shape_scale()
-
-
-def _preset_header(preset: presets.Preset) -> None:
-    st.subheader(preset.title)
-    st.markdown(f"**The paper's claim.** {preset.claim}\n\n**Reference.** {preset.reference}")
-
-
-def _yin_view() -> None:
-    col_steps, col_lr = st.columns(2)
-    steps = col_steps.number_input(
-        "Steps", min_value=1, max_value=YIN_PAGE_MAX_STEPS, step=500, key=YIN_STEPS_KEY,
-        help=f"at most {YIN_PAGE_MAX_STEPS:,} here (about a second): the steps are a Python loop",
-    )
-    lr = col_lr.number_input("Learning rate", min_value=1e-4, max_value=10.0, format="%g", key=YIN_LR_KEY)
-    histories = _yin(int(steps), float(lr))
-    summary = presets.yin2019_summary(histories, steps=int(steps))
-    rows = summary.set_index("ste").to_dict("index")
-    identity = rows["identity"]
-    flip_step = identity["w flips at step"]
-    flip = "w does not flip" if pd.isna(flip_step) else f"w flips at step {int(flip_step)}"
-    st.markdown(
-        r"Model $y = v^\top \sigma(Zw)$, $\sigma(x) = \mathbb{1}\{x > 0\}$, $Z \in \mathbb{R}^{4 \times 10}$ with "
-        r"i.i.d. $\mathcal{N}(0, 1)$ entries, teacher $v^* = (1, 1, 1, -1)$, $w^* = e_1$; $v$ follows its exact "
-        r"expected gradient, $w$ the expected coarse gradient of each STE (closed forms, Lemmas 4 and 7)."
-    )
-    st.markdown(
-        r"**This run shows** (from $v = (-0.2, -0.2, -0.2, 1.8)$, $w = -w^*$, "
-        f"loss {identity['start loss']:.3f}; "
-        f"{int(steps):,} steps, learning rate {float(lr):g}): ReLU STE ends at loss **{rows['relu']['final loss']:.4f}**, "
-        f"clipped ReLU at **{rows['clipped_relu']['final loss']:.4f}**. Identity STE: {flip}, the loss reaches "
-        f"**{identity['highest loss']:.3f}**, and it does not settle (final loss {identity['final loss']:.3f})."
-    )
-    for ste in summary.loc[summary["diverged"], "ste"]:
-        st.warning(
-            f"The {ste} STE diverged at learning rate {float(lr):g}: v or w left the float range at step "
-            f"{rows[ste]['steps']:,}, so its run stops there. A learning rate of 0.1 (the paper's regime) stays finite."
-        )
-    st.dataframe(
-        summary.assign(**{"w flips at step": summary["w flips at step"].map(lambda v: "never" if pd.isna(v) else f"{int(v)}")}),
-        hide_index=True,
-        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
-    )
-    show_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
-    sweep = _yin_sweep()
-    singular = sweep.loc[sweep["singular"], "theta"].tolist()
-    st.markdown(
-        r"The loss over $\theta$ from Lemma 1, and TensorFlow's autodiff of it in $w$ through "
-        r"$\theta = \arccos\big(w^\top w^* / (\lVert w \rVert \lVert w^* \rVert)\big)$: "
-        f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
-        "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
-    )
-    show_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
-    if st.toggle("Check the closed forms against a TensorFlow @tf.custom_gradient STE (Monte Carlo)", key=MONTE_CARLO_KEY):
-        check = _yin_monte_carlo()
-        worst = float(check["z"].abs().max())
-        st.caption(f"100,000 sampled Z per STE; largest |monte carlo - closed form| = {worst:.2f} standard errors.")
-        st.dataframe(check, hide_index=True)
-
-
-def _dann_view() -> None:
-    per_seed = _dann()
-    summary = presets.dann_summary(per_seed)
-    with_reversal, without = summary.iloc[0], summary.iloc[1]
-    st.markdown(
-        f"**This run shows** (two moons, target rotated {presets.DANN_ROTATION:g}°, {presets.DANN_POINTS} points per domain, "
-        f"noise {presets.DANN_NOISE:g}, {presets.DANN_HIDDEN} sigmoid units, "
-        r"$\lambda_p = \frac{2}{1 + e^{-10p}} - 1$ at training progress $p$): target accuracy "
-        f"**{with_reversal['mean target accuracy']:.3f} ± {with_reversal['std']:.3f}** with gradient reversal against "
-        f"**{without['mean target accuracy']:.3f} ± {without['std']:.3f}** without, mean ± std over {int(with_reversal['seeds'])} "
-        f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
-    )
-    st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean target accuracy", "std", "min", "max")})
-    show_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
-    with st.expander("Every seed"):
-        st.dataframe(per_seed, hide_index=True)
-
-
-def _shape_scale_view() -> None:
-    results = _shape_scale()
-    shaped = results[results["steepness"].notna()]
-    identity = results.loc[results["surrogate"] == "identity STE", "accuracy"].iloc[0]
-    true = results.loc[results["surrogate"] == "true gradient", "accuracy"].iloc[0]
-    st.markdown(
-        f"**This run shows** (one Heaviside layer of 16 units, noisy moons, Adam, {presets.SHAPE_SCALE_EPOCHS} epochs, same "
-        f"initial weights): every shaped surrogate reaches **{shaped['accuracy'].min():.3f} to {shaped['accuracy'].max():.3f}** "
-        f"over steepness {', '.join(f'{v:g}' for v in sorted(shaped['steepness'].unique()))}; the identity STE "
-        f"**{identity:.3f}**; the true gradient **{true:.3f}** (no gradient reaches the hidden layer: only the output "
-        "layer learns). With Adam the gradient's overall size is normalised away in this one-layer net; the depth "
-        "preset shows where scale bites."
-    )
-    table = presets.shape_scale_table(results)
-    st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
-    st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
-    show_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
-    with st.expander("Every run"):
-        st.dataframe(results, hide_index=True)
-
-
-def _depth_view() -> None:
-    session = _preset_session("depth")
-    epoch, results = session.snapshot() if session is not None else (0, [])
-    if epoch == 0:
-        st.markdown(
-            "**This run shows**: the three networks train below (press Start if they are not training); the "
-            "measured first / last layer ratios appear live under *Gradient flow through depth* from the first "
-            "epoch, and here once training stops."
-        )
-        return
-    st.markdown(_depth_sentence(presets.gradient_flow_table(results)))
-
-
-def _preset_view(key: str) -> None:
-    preset = presets.get(key)
-    with st.container(border=True):
-        _preset_header(preset)
-        if key == "yin2019":
-            _yin_view()
-        elif key == "dann":
-            _dann_view()
-        elif key == "zenke2021":
-            _shape_scale_view()
-        else:
-            _depth_view()
-        if not preset.live and preset.setup.runs:
-            st.caption("The controls below are set to a live version of this experiment: press **Start** to watch it train.")
+        state = presets.get(key).state
+        _apply_state(state.replace(runs=state.runs or _default_runs()))
+        _load_preset_views(key)
 
 
 def _preset_selector() -> str:
@@ -849,38 +665,50 @@ def _preset_selector() -> str:
         help="Each preset sets every control and shows the paper's claim beside what this run measures. "
         "Also reachable by link: /train?preset=" + "|".join(presets.names()),
     )
-    notice = st.session_state.get(PRESET_NOTICE_KEY)
-    if notice:
+    for notice in st.session_state.get(NOTICES_KEY) or []:
         st.warning(literal(notice), icon="⚠️")
     return st.session_state.get(PRESET_KEY) or ""
+
+
+def _write_url(state: url_state.TrainState | None) -> None:
+    """The URL is the state the controls hold (the page remembers it, so that it reads only other URLs)."""
+    if state is None:
+        return
+    st.session_state["train.state"] = state
+    query = url_state.train_to_query(state)
+    if st.query_params.to_dict() != query:
+        st.query_params.from_dict(query)
+    st.session_state[URL_KEY] = query
 
 
 def page() -> None:
     st.title("Train: what a gradient choice does to learning")
     st.caption(
         "Every run starts from the same initial weights and sees the same batches in the same order, "
-        "so differences come from the gradient alone."
+        "so differences come from the gradient alone. The URL holds every control: a copied link trains the same."
     )
-    _preset_from_url()
+    _seed_controls()
+    _state_from_url()
     preset = _preset_selector()
     preset_box = st.container()  # filled after the controls: they show while a preset computes
     user_op = _user_op()
-    config, problems, epochs = _controls(user_op)
+    state, problems = _controls(user_op)
     for problem in problems:
         st.warning(literal(problem), icon="⚠️")
-    _carry_out(config, epochs)
+    _carry_out(state)
+    _write_url(state)
 
     running = st.session_state.get(RUNNING_KEY, False)
     col_start, col_stop, col_step, col_reset, col_log = st.columns([1, 1, 1, 1, 2])
     col_start.button(
-        "Start", type="primary", on_click=_request, args=("start",), disabled=config is None or running, width="stretch"
+        "Start", type="primary", on_click=_request, args=("start",), disabled=state is None or running, width="stretch"
     )
     col_stop.button("Stop", on_click=_on_stop, disabled=not running, width="stretch")
     col_step.button(
         "Step",
         on_click=_request,
         args=("step",),
-        disabled=config is None or running,
+        disabled=state is None or running,
         width="stretch",
         help="train one epoch",
     )
@@ -891,10 +719,10 @@ def page() -> None:
         st.error(f"Cannot train: {literal(st.session_state[ERROR_KEY])}")
     if preset:
         with preset_box:
-            _preset_view(preset)
+            preset_views.view(preset, _preset_session(preset))
     if st.session_state.get(SESSION_KEY) is None:
         st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
         return
-    if config is not None and st.session_state.get(CONFIG_KEY) != config and not running:
+    if state is not None and st.session_state.get(CONFIG_KEY) != _session_key(state) and not running:
         st.info("The settings changed since this session was trained: **Start** trains with the new settings.")
     st.fragment(run_every=TICK_SECONDS if running else None)(_training_view)()

@@ -144,7 +144,9 @@ def test_the_train_view_opens_offline_and_draws_the_page_loss_curves(app, browse
         offline.screenshot(path=str(ARTIFACTS / "downloaded_view_train.png"), full_page=True)
         assert blocked == []
         view = read_view(path.read_text(encoding="utf-8"))
-        assert urlsplit(view.links[0]).path == "/train"
+        link, page_url = urlsplit(view.links[0]), urlsplit(app.page.url)
+        assert (link.netloc, link.path) == (page_url.netloc, "/train")
+        assert parse_qs(link.query) == parse_qs(page_url.query)  # every control of the page, as its URL has them
         assert [row[0] for row in view.tables["Results"][1:]] == [t["name"] for t in loss["traces"]]
     finally:
         offline.context.close()

@@ -128,3 +128,90 @@ def test_five_users_at_once_see_only_their_own_op_and_runs(chromium_path, app_se
         assert user.runs == _labels(spec), user
         # exactly the epochs typed before Start: a stale value once trained these users for 300
         assert user.final_loss_points == dict.fromkeys(_labels(spec), USER_EPOCHS), user
+
+
+LINK_EPOCHS = 30
+LINK_OP = "gaussian"
+
+
+def _final_losses(app) -> dict[str, float]:
+    """The last loss of every run, from the drawn loss chart's traces (full precision)."""
+    figure = app.figure("train.loss_chart")
+    return {trace["name"]: app.trace(trace["name"], "train.loss_chart")[1][-1] for trace in figure["traces"]}
+
+
+def _start_and_wait(app) -> dict[str, float]:
+    app.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
+    app.page.get_by_role("heading", name="Results").wait_for(timeout=TRAINING_SECONDS * 1000)
+    app.settle()
+    return _final_losses(app)
+
+
+def _set_number(app, label: str, value: str) -> None:
+    box = app.page.get_by_test_id("stSidebar").get_by_role("spinbutton", name=label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+    app.settle()
+
+
+def _pick_run_op(app, row: int, op: str) -> None:
+    """Type ``op`` into the op cell of run ``row`` of the runs table (a canvas grid: click the cell, open its
+    editor with Enter, type, choose)."""
+    grid = app.page.get_by_test_id("stDataFrame").first
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    row_height, header = 35, 35
+    editor = app.page.locator('input[id^="react-select-"]').first  # the cell's dropdown editor
+    for _ in range(5):  # the first click may only focus the canvas: ask again until the editor shows (bounded)
+        grid.dblclick(position={"x": 60, "y": header + row_height * row + row_height / 2})
+        try:
+            editor.wait_for(timeout=3_000)
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: try again
+            app.page.keyboard.press("Escape")
+    editor.wait_for(timeout=10_000)
+    editor.fill(op)
+    app.page.get_by_role("option", name=op, exact=True).first.click()
+    app.page.keyboard.press("Escape")
+    app.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] + 60)  # leave the grid: its edits are sent
+    app.page.wait_for_function(  # the server took the edit: the URL's runs name the op at this row
+        "([row, op]) => (new URLSearchParams(window.location.search).get('runs') || '').split(';')[row]?.startsWith(op + ':')",
+        arg=[row, op], timeout=60_000,
+    )  # fmt: skip
+    app.settle()
+
+
+def test_a_copied_train_link_opens_the_same_controls_and_trains_the_same_final_loss(app, browser):
+    """Change the learning rate, the epochs and the op; open the page's URL in a new browser context (a new
+    session, as a teammate would); Start in both: the same final loss of every run, to 1e-6."""
+    app.open("train")
+    app.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).wait_for()
+    _set_number(app, "Learning rate", "0.07")
+    _set_number(app, "Epochs", str(LINK_EPOCHS))
+    _pick_run_op(app, 0, LINK_OP)
+    _pick_run_op(app, 1, LINK_OP)
+    assert [row[:2] for row in app.grid_rows(0)] == [[LINK_OP, "custom"], [LINK_OP, "true"]]
+    query = app.query()
+    assert query["lr"] == ["0.07"] and query["epochs"] == [str(LINK_EPOCHS)]
+    assert query["runs"] == [f"{LINK_OP}:custom;{LINK_OP}:true"]
+    first = _start_and_wait(app)
+    link = app.page.url
+
+    context = browser.new_context(viewport=harness.VIEWPORT)
+    try:
+        page = context.new_page()
+        teammate = type(app)(page, app.url)
+        page.goto(link)
+        teammate.settle()
+        sidebar = page.get_by_test_id("stSidebar")
+        assert sidebar.get_by_role("spinbutton", name="Learning rate", exact=True).input_value() == "0.07"
+        assert sidebar.get_by_role("spinbutton", name="Epochs", exact=True).input_value() == str(LINK_EPOCHS)
+        assert [row[:2] for row in teammate.grid_rows(0)] == [[LINK_OP, "custom"], [LINK_OP, "true"]]
+        second = _start_and_wait(teammate)
+        teammate.screenshot("04c_train_link_reproduced")
+        assert teammate.exceptions() == []
+    finally:
+        context.close()
+    assert sorted(first) == sorted(second) == sorted(_labels(ops.get(LINK_OP)))
+    for name, loss in first.items():
+        assert abs(second[name] - loss) <= 1e-6, (name, loss, second[name])
