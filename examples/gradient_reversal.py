@@ -6,6 +6,14 @@
 
 import tensorflow as tf
 
+# The backward differs from autodiff on purpose; only a declaration says so (a docstring is not one).
+GRADIENT_EXPLORER = {
+    "grad_reverse": {
+        "justification": "gradient reversal (Ganin & Lempitsky 2015): the identity's gradient times -lam, so the "
+        "feature extractor learns to confuse the domain classifier"
+    }
+}
+
 
 @tf.custom_gradient
 def grad_reverse(x, lam):

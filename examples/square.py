@@ -6,6 +6,11 @@
 
 import tensorflow as tf
 
+# Declared, so vs_autodiff passes the halved gradient as intentional (see pitfall_undocumented.py without it).
+GRADIENT_EXPLORER = {
+    "square_with_scaled_grad": {"justification": "a textbook example: the gradient is deliberately half of autodiff"}
+}
+
 
 @tf.custom_gradient
 def square_with_scaled_grad(x):

@@ -655,7 +655,7 @@ def find_layout(spec: ops.OpSpec):
     user = spec.user_function
     params = spec.defaults()
     found = general.find_inputs(user, lambda inputs: user.call_all(inputs, params))
-    failure = None if found.working else general.no_inputs_message(user, found)[1]
+    failure = None if found.working else general.no_inputs_message(user, found)
     return signature_views.find_layout(spec, found, failure)
 
 

@@ -138,7 +138,6 @@ def _layer_spec(layer: Any) -> ops.OpSpec:
         through_layer,
         key=layer_class.__name__,
         title=f"{layer_class.__name__} (Keras layer)",
-        justification=(layer_class.__doc__ or "").strip(),
     )
 
 
@@ -223,7 +222,7 @@ class CheckReport:
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        """One row per check: op, check, level ("pass", "warn" or "fail"), message; in the checker's order."""
+        """One row per check: op, check, level ("pass", "skip", "warn" or "fail"), message; in the checker's order."""
         rows = [(self.op, check.name, check.level, check.message) for check in self.checks]
         return pd.DataFrame(rows, columns=["op", "check", "level", "message"])
 
@@ -232,7 +231,7 @@ class CheckReport:
         verdict = "ok" if self.ok else "FAILED"
         return (
             f"{self.op}: {verdict}, {len(self.checks)} checks: {counts['pass']} pass, {counts['warn']} warn, "
-            f"{counts['fail']} fail"
+            f"{counts['fail']} fail, {counts['skip']} skip"
         )
 
     def __repr__(self) -> str:
@@ -241,8 +240,8 @@ class CheckReport:
         return f"{self.summary()}\n{format_table(self.frame)}" if self.checks else self.summary()
 
     def _repr_html_(self) -> str:
-        """A table, failed checks first, then warnings, then passes; each row coloured by its level (the table
-        of a downloaded view, :func:`explorer.explore.view_html.checks_html`)."""
+        """A table, failed checks first, then warnings, skips (checks that do not apply), passes; each row
+        coloured by its level (the table of a downloaded view, :func:`explorer.explore.view_html.checks_html`)."""
         return checks_html(self.checks, self.summary())
 
 

@@ -31,7 +31,9 @@ Conventions:
 * The true gradient is autodiff of a declared plain ``forward``; without one it is a float64 central
   difference of ``fn``'s own forward values with step ``h = NUMERICAL_STEP * max(1, |x|)``
   (``spec.true_gradient == "numerical"``). It spikes to about ``jump / (2 h)`` at a jump.
-* The justification is the declared one, else ``fn``'s docstring, else empty (the checker warns).
+* The justification is the declared one only (``justification=``, or the module's ``GRADIENT_EXPLORER``
+  dict through the checker), else empty. A docstring is context, never a justification: the checker quotes
+  it (:attr:`UserFunction.docstring`) but only a declaration makes a difference from autodiff intentional.
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class UserFunction:
     @property
     def name(self) -> str:
         return getattr(self.inner, "__name__", "function")
+
+    @property
+    def docstring(self) -> str:
+        """The function's docstring on one line ("" without one): context for a reader, not a justification."""
+        return " ".join(inspect.cleandoc(self.inner.__doc__).split()) if self.inner.__doc__ else ""
 
     @property
     def flag_defaults(self) -> dict[str, Any]:
@@ -415,7 +422,8 @@ def from_function(
     Every declaration is optional: ``forward(x, **params)`` is the plain forward whose autodiff is the
     true gradient (else: numerical, see the module docstring); ``points`` are ``(x, kind)`` or
     ``(x, kind, note)`` or :class:`ops.Point`; ``ranges`` maps a parameter to ``(low, high)``;
-    ``justification`` says why the gradient is overridden (default: fn's docstring); ``input_shapes`` the
+    ``justification`` says why the gradient is overridden (only a declaration does: fn's docstring is not
+    one, see the module docstring); ``input_shapes`` the
     shape assignments to check a function of several inputs or a non-elementwise one at, one shape per
     tensor input each (``[((4, 3), (3,)), ((2, 5), (5,))]``), tried instead of :data:`SHAPE_RULES`.
     TypeError if ``fn`` is not a custom-gradient function; ValueError for a bad declaration.
@@ -458,8 +466,7 @@ def from_function(
         forward_fn = lambda x, values: tf.cast(plain_forward(x, **values), x.dtype)  # noqa: E731
     else:
         forward_fn = _numerical_forward(user, names)
-    if justification is None:
-        justification = inspect.cleandoc(inner.__doc__) if inner.__doc__ else ""
+    justification = "" if justification is None else str(justification)
     module = getattr(inner, "__module__", None) or "?"
     return OpSpec(
         key=op_key,

@@ -29,6 +29,7 @@ APP = str(ROOT / "app.py")
 TIMEOUT = 120
 CHECKS = (
     Check("finite", True, "finite everywhere", "pass"),
+    Check("special_points", True, "does not apply: not one input, elementwise", "skip"),
     Check("vs_autodiff", True, "differs <b>on purpose</b>", "warn"),
     Check("shape_dtype", False, "gradient has shape (4, 3), expected ()", "fail"),
 )
@@ -93,9 +94,10 @@ def test_the_view_holds_its_figures_link_verdict_and_tables(atan_view):
     assert view.check_rows == [
         ("fail", "shape_dtype", "gradient has shape (4, 3), expected ()"),
         ("warn", "vs_autodiff", "differs <b>on purpose</b>"),
+        ("skip", "special_points", "does not apply: not one input, elementwise"),
         ("pass", "finite", "finite everywhere"),
     ]
-    assert "3 checks: 1 pass, 1 warn, 1 fail" in page and "<b>on purpose</b>" not in page
+    assert "4 checks: 1 pass, 1 warn, 1 fail, 1 skip" in page and "<b>on purpose</b>" not in page
 
     # the special-points table: the declared jump at the threshold, as the page's table shows it
     rows = view.tables["Special points"]
@@ -148,7 +150,7 @@ def test_the_notebook_report_is_the_same_verdict_table():
 
     report = CheckReport("mine", CHECKS)
     assert report._repr_html_() == view_html.checks_html(CHECKS, report.summary())
-    assert view_html.checks_summary(CHECKS) == "3 checks: 1 pass, 1 warn, 1 fail"
+    assert view_html.checks_summary(CHECKS) == "4 checks: 1 pass, 1 warn, 1 fail, 1 skip"
 
 
 # -- the notebook's plot(..., save=...) without kaleido (writing with it: tests/e2e/test_downloads_browser.py) -----

@@ -21,6 +21,7 @@ from explorer.explore import figures
 from explorer.explore import sweeps as explore_sweeps
 from explorer.explore.points import special_points
 from explorer.train.figures import loss_figure
+from tests.reference import reference_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +52,34 @@ def targets():
     return [("key", "atan"), ("spec", ops.get("ste_sign")), ("function", hard_tanh_ste)]
 
 
+def expected(target, x: np.ndarray, params: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, custom gradient at dy = 1) at x, independently: tests/reference.py for a built-in (its formula
+    from the op catalogue, at its defaults), the formula written here for hard_tanh_ste."""
+    if target is hard_tanh_ste:
+        return np.clip(x, -1.0, 1.0), (np.abs(x) <= 1.0).astype(np.float64)
+    reference = reference_for(target if isinstance(target, str) else target.key)
+    values = {**reference.defaults, **(params or {})}
+    return reference.forward(x, values).astype(np.float64), reference.custom_grad(x, np.ones_like(x), values)
+
+
+def drawn(trace) -> tuple[np.ndarray, np.ndarray]:
+    """A line trace's points, without the gaps (None/NaN) a figure leaves at a jump."""
+    x = np.asarray([np.nan if v is None else v for v in trace.x], np.float64)
+    y = np.asarray([np.nan if v is None else v for v in trace.y], np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]
+
+
+def line(figure, name: str):
+    return next(trace for trace in figure.data if trace.name == name and trace.mode == "lines")
+
+
+def runner_checks() -> list[str]:
+    from explorer.checker import user
+
+    return list(user.FUNCTION_CHECKS)
+
+
 def _app_sweep(target, **kwargs):
     """What the Explore page sweeps: a key or spec as it is, a user function through ops.from_function."""
     op = ops.from_function(target) if ops.is_custom_gradient(target) else target
@@ -79,10 +108,14 @@ def test_sweep_takes_a_decorated_function_directly():
 
 
 @pytest.mark.parametrize("kind,target", targets(), ids=[kind for kind, _ in targets()])
-def test_sweep_matches_the_apps_sweep(kind, target):
+def test_sweep_matches_the_formulas_and_the_apps_sweep(kind, target):
     mine = explorer.sweep(target, lo=-2.5, hi=2.0, n=301, dtype="float64")
-    app = _app_sweep(target, lo=-2.5, hi=2.0, n=301, dtype="float64")
-    assert mine.frame.equals(app.frame)
+    x = mine["x"].to_numpy(np.float64)
+    assert x[0] == -2.5 and x[-1] == 2.0 and len(x) >= 301
+    forward, custom = expected(target, x)
+    np.testing.assert_allclose(mine["forward"], forward, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mine["custom_grad"], custom, rtol=1e-12, atol=1e-12)
+    assert mine.frame.equals(_app_sweep(target, lo=-2.5, hi=2.0, n=301, dtype="float64").frame)  # the page's too
 
 
 def test_a_function_is_made_an_op_once_so_slider_moves_do_not_retrace():
@@ -107,8 +140,12 @@ def test_not_a_target_is_a_clear_error():
 # -- plot --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind,target", targets(), ids=[kind for kind, _ in targets()])
 @pytest.mark.parametrize("overlay", [False, True])
-def test_plot_is_the_explore_pages_figure(kind, target, overlay):
+def test_plot_draws_the_formulas_as_the_explore_page_does(kind, target, overlay):
     mine = explorer.plot(target, lo=-2, hi=2, n=801, overlay=overlay)
+    x, y = drawn(line(mine, "forward"))
+    np.testing.assert_allclose(y, expected(target, x.astype(np.float32))[0], rtol=1e-6, atol=1e-6)
+    x, y = drawn(line(mine, "custom gradient"))
+    np.testing.assert_allclose(y, expected(target, x.astype(np.float32))[1], rtol=1e-5, atol=1e-6)
     result = _app_sweep(target, lo=-2, hi=2, n=801)
     # what explorer.ui.explore draws: main_figure_spec of the sweep and its special-points table
     app = figures.as_figure(figures.main_figure_spec(result, special_points(result), overlay=overlay))
@@ -127,8 +164,11 @@ def test_plot_draws_the_users_gradient_and_marks_its_kinks():
     assert "hard_tanh_ste" in fig.layout.title.text
 
 
-def test_plot_of_a_list_is_the_pages_compare_figure():
+def test_plot_of_a_list_overlays_each_custom_gradient_as_the_pages_compare_figure():
     mine = explorer.plot(["atan", ops.get("ste_sign"), hard_tanh_ste], lo=-2, hi=2, n=501)
+    for name, target in (("atan", "atan"), ("ste_sign", ops.get("ste_sign")), ("hard_tanh_ste", hard_tanh_ste)):
+        x, y = drawn(line(mine, name))
+        np.testing.assert_allclose(y, expected(target, x.astype(np.float32))[1], rtol=1e-5, atol=1e-6)
     sweeps = [_app_sweep(t, lo=-2, hi=2, n=501) for t in ("atan", ops.get("ste_sign"), hard_tanh_ste)]
     app = figures.compare_figure(sweeps, ["atan", "ste_sign", "hard_tanh_ste"],
                                  [special_points(s) for s in sweeps])  # fmt: skip
@@ -143,6 +183,9 @@ def test_plot_takes_sweeps_and_labels_them_by_their_changed_parameters():
     fig = explorer.plot(sweeps)
     names = [trace.name for trace in fig.data if trace.mode == "lines" and "special" not in trace.name]
     assert names == ["scaled_tanh", "scaled_tanh (slope=5)"]
+    for name, slope in (("scaled_tanh", 2.0), ("scaled_tanh (slope=5)", 5.0)):
+        x, y = drawn(line(fig, name))
+        np.testing.assert_allclose(y, slope * (1 - np.tanh(slope * x) ** 2), rtol=1e-4, atol=1e-5)  # float32
     assert explorer.plot(sweeps[1]).to_json() == figures.main_figure(sweeps[1], special_points(sweeps[1])).to_json()
 
 
@@ -151,6 +194,11 @@ def test_plot_takes_sweeps_and_labels_them_by_their_changed_parameters():
 @pytest.mark.parametrize("kind,target", targets(), ids=[kind for kind, _ in targets()])
 def test_check_gives_the_checkers_verdicts(kind, target):
     report = explorer.check(target)
+    # every one is right: the built-ins pass every check, and hard_tanh_ste's gradient is the true derivative of
+    # its clip, 1 inside [-1, 1] and 0 outside, on the sweep's grid (which does not hold the kinks +-1 themselves)
+    assert [(c.name, c.level) for c in report.checks] == [(name, "pass") for name in runner_checks()]
+    if kind == "function":
+        assert report.checks[-2].message == "the custom gradient equals the true gradient (numerical) on all 2001 finite points"
     if kind == "function":
         expected = guardrail.custom_gradient_checks(target)  # what assert_custom_gradient runs
         name = "hard_tanh_ste"
@@ -191,7 +239,7 @@ def test_the_report_escapes_messages_and_keeps_the_checkers_order():
     assert html.escape("x <b>broke</b>") in page and "<b>broke</b>" not in page
     assert re.findall(r'data-level="(\w+)"', page) == ["fail", "warn", "pass"]
     assert report.frame["check"].tolist() == ["finite", "graph", "vs_autodiff"] and not report.ok
-    assert report.summary() == "mine: FAILED, 3 checks: 1 pass, 1 warn, 1 fail"
+    assert report.summary() == "mine: FAILED, 3 checks: 1 pass, 1 warn, 1 fail, 0 skip"
 
 
 @pytest.mark.slow
@@ -199,9 +247,13 @@ def test_check_of_a_layer_class_runs_the_layer_checks():
     from examples.square import CustomSquareLayer
 
     report = explorer.check(CustomSquareLayer)
-    assert list(report.checks) == guardrail.custom_gradient_checks(CustomSquareLayer)
     assert report.frame["check"].tolist() == ["keras_fit", "input_gradient", "keras_save", "saved_model"]
+    # it calls square_with_scaled_grad and is not registered with Keras: a warning, not a failure
+    assert report.frame["level"].tolist() == ["pass", "pass", "warn", "pass"] and report.ok
+    assert "custom gradient of square_with_scaled_grad" in report.checks[1].message
+    assert "not registered" in report.checks[2].message
     assert set(report.frame["op"]) == {"CustomSquareLayer"}
+    assert list(report.checks) == guardrail.custom_gradient_checks(CustomSquareLayer)
 
 
 def test_check_refuses_declarations_for_a_built_in_op():
@@ -249,7 +301,11 @@ def test_plot_training_is_the_train_pages_loss_figure():
     labels = [r.run.label for r in results]
     assert fig.to_json() == loss_figure([r.history for r in results], labels).to_json()
     assert [trace.name for trace in fig.data] == ["hard_tanh_ste (custom)", "ste_sign (custom)"]
-    np.testing.assert_array_equal(fig.data[0].y, results[0].history["loss"].to_numpy())
+    for trace, result in zip(fig.data, results, strict=True):
+        loss = np.asarray(trace.y, np.float64)
+        np.testing.assert_array_equal(loss, result.history["loss"].to_numpy())
+        np.testing.assert_array_equal(np.asarray(trace.x), np.arange(1, 4))  # epochs 1, 2, 3
+        assert result.status == "ok" and np.isfinite(loss).all()
     assert explorer.plot_training(results[0]).data[0].name == "hard_tanh_ste (custom)"
     with pytest.raises(ValueError, match="metric must be a column"):
         explorer.plot_training(results, metric="nope")
@@ -287,6 +343,9 @@ def test_interact_range_and_dtype_controls_match_plot(kind, target):
     panel = explorer.interact(target, n=301)
     panel.controls["hi"].value = 1.5
     panel.controls["dtype"].value = "float64"
+    x, y = drawn(_trace(panel, "custom gradient"))
+    assert x.min() == -3.0 and x.max() == 1.5
+    np.testing.assert_allclose(y, expected(target, x)[1], rtol=1e-12, atol=1e-12)  # float64: exact to rounding
     assert _figure_json(panel.figure) == _figure_json(explorer.plot(target, hi=1.5, n=301, dtype="float64"))
     assert "float64 · x in [-3, 1.5], " in panel.figure.layout.title.subtitle.text
 

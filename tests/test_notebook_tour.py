@@ -6,11 +6,14 @@ replaced by ``sys.executable``), and PYTHONPATH puts this clone first, as the te
 
 from __future__ import annotations
 
+import ast
+import base64
 import os
 import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
@@ -36,6 +39,13 @@ def kernel_env(monkeypatch):
 def execute(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     NotebookClient(notebook, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(ROOT)}}).execute()
     return notebook
+
+
+def values(array) -> np.ndarray:
+    """A plotly JSON array: a list, or a typed array ``{"dtype": "f8", "bdata": <base64>}``."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).astype(np.float64)
+    return np.asarray(array, np.float64)
 
 
 def tagged(notebook: nbformat.NotebookNode, tag: str) -> list:
@@ -70,6 +80,16 @@ def test_the_tour_runs_in_a_real_kernel_and_shows_its_figures_and_report(kernel_
     assert {"forward", "custom gradient"} <= {trace.get("name") for trace in main["data"]}
     assert {"hard_tanh_ste", "ste_sign"} <= {trace.get("name") for trace in compare["data"]}
     assert [trace["name"] for trace in training["data"]] == ["hard_tanh_ste (custom)", "ste_sign (custom)"]
+    # both runs trained all 40 epochs with a finite loss that fell: the figure's curves and the table cell agree
+    for trace in training["data"]:
+        loss = values(trace["y"])
+        assert loss.shape == (40,) and np.isfinite(loss).all() and loss[-1] < loss[0], trace["name"]
+    (rows,) = tagged(notebook, "training")
+    (result,) = [output for output in rows.outputs if output.output_type == "execute_result"]
+    finished = ast.literal_eval(result.data["text/plain"])  # [(label, status, final loss), ...]
+    assert [(label, status) for label, status, _ in finished] == [("hard_tanh_ste (custom)", "ok"), ("ste_sign (custom)", "ok")]
+    for (_, _, final), trace in zip(finished, training["data"], strict=True):
+        assert final == pytest.approx(values(trace["y"])[-1], abs=5e-5)  # rounded to 4 decimals in the cell
     (report,) = tagged(notebook, "report")
     pages = [output.data["text/html"] for output in report.outputs if "text/html" in output.get("data", {})]
     assert len(pages) == 1 and "gradient-explorer-check" in pages[0] and "hard_tanh_ste: ok" in pages[0]

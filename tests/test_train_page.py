@@ -219,9 +219,12 @@ def test_live_charts_are_reused_only_for_the_same_inputs_within_their_age():
 
 
 
-def test_stop_halts_training_where_it_is_and_offers_start_again():
+def test_stop_halts_training_where_it_is_and_offers_start_again(monkeypatch):
     from explorer.train import trainer as train
+    from explorer.ui import train as train_page
 
+    # a tick trains at most 5 epochs, so the first tick cannot finish MAX_EPOCHS however fast the machine is
+    monkeypatch.setenv(train_page.EPOCHS_PER_TICK_ENV, "5")
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
     app.number_input(key="train.epochs").set_value(train.MAX_EPOCHS).run()
 
@@ -237,7 +240,7 @@ def test_stop_halts_training_where_it_is_and_offers_start_again():
     button("Stop").click().run()
     stopped_at = app.session_state["train.session"].epoch
     assert not app.exception and not app.session_state["train.running"]
-    assert 0 < stopped_at < train.MAX_EPOCHS  # stopped part way
+    assert 0 < stopped_at <= 5 < train.MAX_EPOCHS  # stopped part way: after the first tick, at most 5 epochs
     app.run().run()  # later runs of the page train no further
     assert app.session_state["train.session"].epoch == stopped_at
     assert button("Stop").disabled and not button("Start").disabled

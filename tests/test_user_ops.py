@@ -225,9 +225,12 @@ def test_declared_ranges_points_title_and_justification():
         ops.from_function(keyword_scale, points=[(0.0, "bump")])
 
 
-def test_justification_is_the_docstring_else_empty(square_spec):
-    assert ops.from_function(step_with_box).why.startswith("[x > 0] with a unit box surrogate")
-    assert square_spec.why == ""
+def test_only_a_declaration_is_a_justification_a_docstring_is_context(square_spec):
+    documented = ops.from_function(step_with_box)
+    assert documented.why == ""  # the docstring declares nothing
+    assert documented.user_function.docstring == "[x > 0] with a unit box surrogate on |x| <= 0.5 (spike-style)."
+    assert ops.from_function(step_with_box, justification="a box surrogate").why == "a box surrogate"
+    assert square_spec.why == "" and square_spec.user_function.docstring == ""
 
 
 class NotAFunction(tf.keras.layers.Layer):

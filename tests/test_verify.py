@@ -46,6 +46,13 @@ def test_a_warning_passes_and_only_a_failure_fails():
     assert not checks.Check("finite", False, "bad", "fail").passed
 
 
+def test_a_skip_is_not_a_failure_and_not_a_pass():
+    skipped = checks.Check("special_points", True, "does not apply", "skip")
+    assert skipped.passed and skipped.level != "pass"
+    with pytest.raises(ValueError, match="contradicts"):
+        checks.Check("special_points", False, "does not apply", "skip")
+
+
 @pytest.mark.parametrize("passed,level", [(True, "fail"), (False, "pass"), (True, "maybe")])
 def test_check_rejects_a_level_that_contradicts_passed(passed, level):
     with pytest.raises(ValueError, match="level"):
@@ -274,6 +281,25 @@ def test_cli_exits_1_when_a_check_fails(monkeypatch, capsys):
     monkeypatch.setattr(runner, "check", failing)
     assert runner.main(["--op", "atan"]) == 1
     assert "fail" in capsys.readouterr().out
+
+
+def test_a_skip_is_counted_apart_in_the_summary_and_the_record(monkeypatch, capsys, tmp_path):
+    def three_levels(op, /, **params):
+        return [
+            checks.Check("finite", True, "finite everywhere"),
+            checks.Check("special_points", True, "does not apply", "skip"),
+            checks.Check("vs_autodiff", True, "no justification declared", "warn"),
+        ]
+
+    monkeypatch.setattr(runner, "check", three_levels)
+    assert runner.main(["--op", "atan", "--record", "--record-dir", str(tmp_path)]) == 0  # a skip fails nothing
+    out = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[2] for line in out[1:4]] == ["pass", "skip", "warn"]
+    assert out[-1].startswith("1 op(s), 3 checks: 1 pass, 1 warn, 0 fail, 1 skip in ")
+    (record_path,) = tmp_path.glob("*.json")
+    record = json.loads(record_path.read_text())
+    assert record["counts"] == {"pass": 1, "skip": 1, "warn": 1, "fail": 0}
+    assert record["summary"].startswith("1 op(s), 3 checks: 1 pass, 1 warn, 0 fail, 1 skip")
 
 
 def test_cli_rejects_an_unknown_op(capsys):

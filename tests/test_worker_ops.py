@@ -112,5 +112,7 @@ def test_the_guardrail_fails_each_bad_function_naming_the_cause_and_the_session_
     message = str(raised.value)
     assert message.startswith(f"{name}: ") and "checked in a worker process" in message
     assert CAUSES[name].format(seconds=CHECK_SECONDS_GUARDRAIL) in message
-    # still here: this test process was not ended, and the next call gets a working worker
-    assert threading.current_thread() is threading.main_thread()
+    # the session goes on: the next call gets a working worker, which checks the good function of the same module
+    monkeypatch.setenv(worker.process.CHECK_SECONDS_ENV, str(CHECK_SECONDS_VERIFY))  # the good one needs ~15 s
+    results = assert_custom_gradient(crashing_ops.good_identity)
+    assert [(r.name, r.level) for r in results] == [(check, "pass") for check in usercheck.FUNCTION_CHECKS]

@@ -83,7 +83,10 @@ def test_the_checks_appear_once_done(square_app):
     checks = app.dataframe[-1].value
     assert list(checks["check"]) == ["finite", "shape_dtype", "graph", "keras_fit", "special_points", "vs_autodiff", "saved_model"]
     row = checks[checks["check"] == "vs_autodiff"].iloc[0]
-    assert row["result"].endswith("warn") and "half of autodiff" in row["message"]
+    # examples/square.py declares why in its GRADIENT_EXPLORER dict: the halved gradient is intentional
+    assert row["result"].endswith("pass") and row["message"].startswith("intentional: the custom gradient is half of")
+    assert "Why: a textbook example" in row["message"]
+    assert "**Why.** a textbook example: the gradient is deliberately half of autodiff" in [i.value for i in app.info][0]
 
 
 def test_the_downloaded_view_of_a_loaded_op_holds_its_checks(examples_env, monkeypatch):
@@ -93,9 +96,11 @@ def test_the_downloaded_view_of_a_loaded_op_holds_its_checks(examples_env, monke
     app = _app({"op": "square_with_scaled_grad"})
     results = loaded.checks("square_with_scaled_grad", {}).result(timeout=TIMEOUT)
     view = read_view(downloads["square_with_scaled_grad_view.html"]())
-    order = {"fail": 0, "warn": 1, "pass": 2}
-    assert view.check_rows == [(c.level, c.name, c.message) for c in sorted(results, key=lambda c: order[c.level])]
-    assert view.check_rows[0][:2] == ("warn", "vs_autodiff")
+    from explorer.explore.view_html import LEVEL_ORDER
+
+    assert view.check_rows == [(c.level, c.name, c.message) for c in sorted(results, key=lambda c: LEVEL_ORDER[c.level])]
+    assert ("pass", "vs_autodiff") in [row[:2] for row in view.check_rows]
+    assert any(message.startswith("intentional: the custom gradient is half of") for _, _, message in view.check_rows)
     assert [t.get("name") for t in view.figures[0]["data"]] == [t.get("name") for t in _figure(app)["data"]]
 
 

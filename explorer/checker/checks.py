@@ -5,10 +5,12 @@ The checks themselves are those of :mod:`explorer.checker.user` for every elemen
 or editor op is a function with declarations (forward, surrogate, special points, why), checked the
 way your own function is (:func:`explorer.checker.user.check_function`).
 
-Each :class:`Check` has a ``level``: ``"pass"``, ``"warn"`` (worth a look, not an error) or
-``"fail"``; ``passed`` is ``level != "fail"``. A check never raises: an exception inside it (a
-gradient of the wrong dtype, a forward that cannot be traced) becomes a failed check whose message
-names the exception.
+Each :class:`Check` has a ``level``: ``"pass"`` (checked, and right), ``"warn"`` (worth a look, not an
+error), ``"skip"`` (the check does not apply to this function, as pytest skips a test: never counted as a
+pass) or ``"fail"``; ``passed`` is ``level != "fail"`` (nothing failed). A function the checker could not
+exercise at all gets ``fail`` rows ("not checked"): nothing checked is not a pass. A check never raises: an
+exception inside it (a gradient of the wrong dtype, a forward that cannot be traced) becomes a failed check
+whose message names the exception.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import ops
 from explorer.explore import detect
 from explorer.explore.sweeps import grid
 
-LEVELS = ("pass", "warn", "fail")
+LEVELS = ("pass", "skip", "warn", "fail")
 SWEEP_RANGE = (-3.0, 3.0)
 SWEEP_N = 2001
 SHAPES: tuple[tuple[int, ...], ...] = ((), (7,), (4, 3, 5))
@@ -40,9 +42,15 @@ _CLONE = Path(__file__).resolve().parent.parent
 VERIFICATION_DIR = _CLONE / "verification" if (_CLONE / "pyproject.toml").exists() else Path("verification")
 
 
+class GradientCheckWarning(UserWarning):
+    """A check's ``warn`` row, raised as a warning by ``assert_custom_gradient`` (public as
+    ``explorer.testing.GradientCheckWarning``): pytest lists it in its warnings summary, and
+    ``filterwarnings = ["error::explorer.testing.GradientCheckWarning"]`` turns it into a failure."""
+
+
 @dataclass(frozen=True)
 class Check:
-    """One check's result. ``level`` is "pass", "warn" or "fail"; ``passed`` is ``level != "fail"``."""
+    """One check's result. ``level`` is "pass", "skip", "warn" or "fail"; ``passed`` is ``level != "fail"``."""
 
     name: str
     passed: bool
@@ -126,6 +134,21 @@ def value_and_grad(call: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor, upstrea
 
 def _apply(spec: ops.OpSpec, x: tf.Tensor, params: Mapping[str, Any]) -> tf.Tensor:
     return spec.apply(x, **params)
+
+
+def undeclared_difference(user: ops.user.UserFunction | None, key: str) -> str:
+    """The end of a ``vs_autodiff`` warning for a difference nobody declared: the docstring quoted as context
+    (it declares nothing) and the one line that declares a justification."""
+    name = key if user is None else user.name
+    docstring = "" if user is None else user.docstring
+    if len(docstring) > 120:
+        docstring = docstring[:117] + "..."
+    context = f' (its docstring "{docstring}" is context, not a declaration)' if docstring else ""
+    return (
+        f"No justification declared{context}: if the difference is intentional, declare why in one line, "
+        f'GRADIENT_EXPLORER = {{"{name}": {{"justification": "<why>"}}}} in its module (or justification="<why>" '
+        "in ops.from_function or assert_custom_gradient); if not, fix the backward"
+    )
 
 
 def _shape_text(shape: Sequence[int]) -> str:

@@ -174,6 +174,17 @@ def declarations(item: Found) -> dict[str, Any]:
     return {key: declared[key] for key in DECLARED_KEYWORDS if key in declared}
 
 
+def declared_for(fn: Any) -> dict[str, Any]:
+    """:func:`declarations` for a function object (the guardrail's and the notebook's): what its module's
+    ``GRADIENT_EXPLORER`` dict declares under the name the module binds it to. Empty if none."""
+    module = module_of(fn)
+    if module is None or not isinstance(getattr(module, DECLARATIONS, None), dict):
+        return {}
+    names = [name for name, value in vars(module).items() if value is fn]
+    name = names[0] if names else getattr(ops.user.undecorated(fn), "__name__", "")
+    return declarations(Found(name, module.__name__, fn))
+
+
 def module_of(obj: Any) -> ModuleType | None:
     """The module that defines a function or class (for a layer's sibling functions)."""
     target = obj if isinstance(obj, type) else ops.user.undecorated(obj) if ops.is_custom_gradient(obj) else obj

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.checker.checks import UPSTREAM, Check, _error_text, _fmt, _result
+from explorer.checker.checks import UPSTREAM, Check, _error_text, _fmt, _result, undeclared_difference
 
 # (name, for n inputs: two assignments, one shape per input). m, k, n of the product all differ.
 SHAPE_RULES: tuple[tuple[str, Callable[[int], list[tuple[tuple[int, ...], ...]]]], ...] = (
@@ -185,9 +185,9 @@ def _try(rule, shapes, dtype, call, found: Found, names) -> Assignment | None:
     return None
 
 
-def no_inputs_message(user: ops.user.UserFunction, found: Found) -> tuple[str, str]:
-    """(level, message) when no assignment works: fail if the backward raised on inputs the forward accepts,
-    or a known error (variables keyword, gradient count); else warn: the checker found no inputs."""
+def no_inputs_message(user: ops.user.UserFunction, found: Found) -> str:
+    """Why no assignment works: the backward raised on inputs the forward accepts, a known error (variables
+    keyword, gradient count), or no input shapes found that the forward accepts (with how to declare them)."""
     example = ", ".join(str((4, 3)) for _ in user.inputs)
     declare = DECLARE.format(name=user.name, example=f"({example},)")
     if found.backward_failures:
@@ -198,14 +198,14 @@ def no_inputs_message(user: ops.user.UserFunction, found: Found) -> tuple[str, s
                 ". Each input's gradient must have that input's shape (a matrix product: da = dy @ b^T, "
                 "db = a^T @ dy; a broadcast input: sum dy over the broadcast axes)"
             )
-        return "fail", f"the backward raised on inputs the forward accepts: {failure}{fix}"
+        return f"the backward raised on inputs the forward accepts: {failure}{fix}"
     markers = ("must accept keyword argument 'variables'", "expected to return")
     known = [failure for failure in found.failures if any(marker in failure for marker in markers)]
     if known:
-        return "fail", f"the function cannot run: {known[0].rstrip('. ')}"
+        return f"the function cannot run: {known[0].rstrip('. ')}"
     first = found.failures[0] if found.failures else "no candidate"
     tried = "; ".join(found.tried)
-    return "warn", f"no input shapes found that {user.name} accepts (tried {tried}; e.g. {first}); {declare}"
+    return f"no input shapes found that {user.name} accepts (tried {tried}; e.g. {first}); {declare}"
 
 
 # -- the checks ---------------------------------------------------------------------------------------------
@@ -440,7 +440,33 @@ def _directional(user, params, flags, call, assignment: Assignment, seed: int) -
     return found
 
 
+def _differences_text(user, rows: list[dict[str, Any]], differs: list[dict[str, Any]]) -> str:
+    """Per input, how the backward's vᵀJu differs from the numerical one in the ``differs`` directions: a
+    constant factor (a flipped sign named), else the first direction's two values."""
+    by_input: dict[str, list[dict[str, Any]]] = {}
+    for r in differs:
+        by_input.setdefault(r["input"], []).append(r)
+    parts = []
+    for name, found_rows in by_input.items():
+        r = found_rows[0]
+        ratio = r["custom"] / r["numerical"] if abs(r["numerical"]) > 1e-9 else None
+        ratios = [x["custom"] / x["numerical"] for x in found_rows if abs(x["numerical"]) > 1e-9]
+        constant = ratio is not None and len(ratios) == len(found_rows) and np.allclose(ratios, ratios[0], rtol=1e-3)
+        extra = f", a constant {_fmt(ratios[0])} times the numerical one" if constant else ""
+        if constant and ratios[0] < 0:
+            extra += ": its sign is flipped"
+        none = " (its gradient is None)" if r["none"] else ""
+        parts.append(
+            f"input {name}{none}: vᵀJu is {_fmt(r['custom'])} from the backward vs {_fmt(r['numerical'])} numerical "
+            f"(in {len(found_rows)} of {sum(1 for x in rows if x['input'] == name)} directions{extra})"
+        )
+    return "; ".join(parts)
+
+
 def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
+    """``why``: the declared justification ("" without one; a docstring is not one). Undeclared, a difference
+    from an informative true derivative (not zero) warns; one where the true derivative is zero (a step) is a
+    surrogate and passes."""
     rows: list[dict[str, Any]] = []
     for flags in user.flag_settings():
         call = call_for(flags)
@@ -461,36 +487,26 @@ def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
             f"the custom gradient equals the numerical one in {count - len(kinks)} random directions (vᵀJu, float64 "
             f"central differences, per input: {', '.join(user.inputs)}){kink_note}",
         )
-    by_input: dict[str, list[dict[str, Any]]] = {}
-    for r in differs:
-        by_input.setdefault(r["input"], []).append(r)
-    parts = []
-    for name, found_rows in by_input.items():
-        r = found_rows[0]
-        ratio = r["custom"] / r["numerical"] if abs(r["numerical"]) > 1e-9 else None
-        ratios = [x["custom"] / x["numerical"] for x in found_rows if abs(x["numerical"]) > 1e-9]
-        constant = ratio is not None and len(ratios) == len(found_rows) and np.allclose(ratios, ratios[0], rtol=1e-3)
-        extra = f", a constant {_fmt(ratios[0])} times the numerical one" if constant else ""
-        none = " (its gradient is None)" if r["none"] else ""
-        parts.append(
-            f"input {name}{none}: vᵀJu is {_fmt(r['custom'])} from the backward vs {_fmt(r['numerical'])} numerical "
-            f"(in {len(found_rows)} of {sum(1 for x in rows if x['input'] == name)} directions{extra})"
-        )
-    text = "the custom gradient differs from the numerical one: " + "; ".join(parts) + kink_note
-    if not why.strip():
-        return _result(
-            "vs_autodiff",
-            "warn",
-            f"{text}. No justification documented: say why in the function's docstring (or justification=...)",
-        )
-    return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(why.split())}")
+    if why.strip():
+        text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, differs) + kink_note
+        return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(why.split())}")
+    informative = [r for r in differs if abs(r["numerical"]) > tolerance["atol"]]
+    if informative:
+        text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, informative)
+        return _result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, user.name)}")
+    return _result(
+        "vs_autodiff",
+        "pass",
+        "a surrogate: the custom gradient lets a gradient through where the true one is zero (the forward is flat "
+        f"there): {_differences_text(user, rows, differs)}{kink_note}",
+    )
 
 
 def not_elementwise(user, found: Found) -> Check:
     shape = found.working[0].describe(user.inputs) if found.working else "no working inputs"
     return _result(
         "special_points",
-        "pass",
+        "skip",
         f"does not apply: {user.name} is not one input, elementwise (inputs {shape}); special points are points of "
         "an elementwise curve",
     )

@@ -7,8 +7,10 @@
         assert_custom_gradient(my_surrogate, points=[(0.0, "jump")])
         assert_custom_gradient(MySurrogateLayer)
 
-Warnings (e.g. "no justification documented") do not fail the assertion; every failed check does.
-Nothing here imports streamlit.
+Every failed check fails the assertion. A ``warn`` row (e.g. "no justification declared") does not: it is
+raised as a :class:`GradientCheckWarning`, which pytest lists in its warnings summary; a team's CI makes them
+failures with ``filterwarnings = ["error::explorer.testing.GradientCheckWarning"]``. A ``skip`` row (a check
+that does not apply) is neither. Nothing here imports streamlit.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 import ops
 from explorer.checker import user
-from explorer.checker.checks import Check
+from explorer.checker.checks import Check, GradientCheckWarning
 
 
 def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarations: Any) -> list[Check]:
@@ -37,7 +39,8 @@ def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarat
 
     For a function (any signature: several inputs or outputs, a reduction, a variable), ``declarations`` go to
     :func:`ops.from_function` (``forward``, ``points``, ``ranges``, ``title``, ``justification``,
-    ``input_shapes``) plus ``params`` (values to check at) and ``time_limit``; for a layer,
+    ``input_shapes``), over those its module declares in its ``GRADIENT_EXPLORER`` dict (as ``verify``
+    reads them), plus ``params`` (values to check at) and ``time_limit``; for a layer,
     ``op`` (the custom-gradient function it calls; default: those of its module) and ``time_limit``.
     """
     python_state, numpy_state = random.getstate(), np.random.get_state()
@@ -63,14 +66,17 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
         functions = None if op is None else [(ops.user.undecorated(op).__name__, op)]
         return user.check_layer(fn_or_layer, functions, time_limit=time_limit)
     params = declarations.pop("params", None) or {}
-    spec = ops.from_function(fn_or_layer, **declarations)
+    from explorer.checker import discover
+
+    spec = ops.from_function(fn_or_layer, **{**discover.declared_for(fn_or_layer), **declarations})
     return user.check_function(spec, time_limit=time_limit, **params)
 
 
 def assert_custom_gradient(
     fn_or_layer: Callable[..., Any] | type, /, *, snapshot: str | None = None, **declarations: Any
 ) -> list[Check]:
-    """Raise AssertionError listing every failed check (name: message); return all checks otherwise.
+    """Raise AssertionError listing every failed check (name: message); otherwise warn once per ``warn`` row
+    (:class:`GradientCheckWarning`, naming the function and the check) and return all checks.
 
     The checks run in a worker process (:func:`checks_in_worker`) when ``fn_or_layer`` can be imported
     there by module and name, else in this process; the message says which. A function that ends its
@@ -96,18 +102,20 @@ def assert_custom_gradient(
             ran = "checked in this process: its declarations cannot be sent to a worker process"
         except worker.WorkerFailure as failure:
             raise AssertionError(f"{_name(fn_or_layer)}: its checks {failure.how} (checked in a worker process)") from None
-        else:
-            if pinning is not None and results[-1].level == "warn":  # the worker's warning stays there
-                warnings.warn(f"{_name(fn_or_layer)}: {results[-1].message}", UserWarning, stacklevel=2)
     if results is None:
         results = custom_gradient_checks(fn_or_layer, **declarations)
         if pinning is not None:
             path, (ci, update) = pinning
-            results.append(snapshots.check_snapshot(fn_or_layer, path, ci=ci, update=update, **declarations))
+            with warnings.catch_warnings():  # its warn row is raised below, with the others
+                warnings.simplefilter("ignore", GradientCheckWarning)
+                results.append(snapshots.check_snapshot(fn_or_layer, path, ci=ci, update=update, **declarations))
     failed = [result for result in results if not result.passed]
     if failed:
         lines = "\n".join(f"  {result.name}: {result.message}" for result in failed)
         raise AssertionError(f"{_name(fn_or_layer)}: {len(failed)} of {len(results)} checks failed ({ran}):\n{lines}")
+    for result in results:
+        if result.level == "warn":
+            warnings.warn(f"{_name(fn_or_layer)}: {result.name}: {result.message}", GradientCheckWarning, stacklevel=2)
     return results
 
 
@@ -142,7 +150,7 @@ def _checks_by_name(
     where: tuple[list[str], str | None],
 ) -> list[Check]:
     """In the worker: import ``module.name`` and run :func:`custom_gradient_checks` on it, then the snapshot
-    check (its warning is raised again by the caller, in the test's own process). ``where``: the caller's
+    check (its warning, like every warn row, is raised by the caller, in the test's own process). ``where``: the caller's
     ``sys.path`` and the module's file now; a warm worker that imported a module of that name from another
     file (a test's temporary folder of an earlier test) imports it again."""
     path, file = where
@@ -156,8 +164,8 @@ def _checks_by_name(
         from explorer.checker.snapshot import check_snapshot
 
         path, (ci, update) = pinning
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
+        with warnings.catch_warnings():  # the caller raises its warn row, in the test's own process
+            warnings.simplefilter("ignore", GradientCheckWarning)
             results.append(check_snapshot(fn_or_layer, path, ci=ci, update=update, **declarations))
     return results
 

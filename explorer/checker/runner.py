@@ -27,6 +27,7 @@ import pandas as pd
 import ops
 from explorer.checker import discover, user
 from explorer.checker.checks import (
+    LEVELS,
     VERIFICATION_DIR,
     Check,
 )
@@ -66,12 +67,18 @@ def format_table(results: pd.DataFrame, width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def summary_line(results: pd.DataFrame, seconds: float) -> str:
+def level_counts(results: pd.DataFrame) -> dict[str, int]:
+    """How many rows of each level, every level of :data:`LEVELS` present (a skip is counted apart, never as a pass)."""
     counts = results["level"].value_counts()
+    return {level: int(counts.get(level, 0)) for level in LEVELS}
+
+
+def summary_line(results: pd.DataFrame, seconds: float) -> str:
+    counts = level_counts(results)
     ops_count = results["op"].nunique()
     return (
-        f"{ops_count} op(s), {len(results)} checks: {counts.get('pass', 0)} pass, {counts.get('warn', 0)} warn, "
-        f"{counts.get('fail', 0)} fail in {seconds:.1f} s"
+        f"{ops_count} op(s), {len(results)} checks: {counts['pass']} pass, {counts['warn']} warn, "
+        f"{counts['fail']} fail, {counts['skip']} skip in {seconds:.1f} s"
     )
 
 
@@ -96,6 +103,7 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
         "date": today,
         "environment": env,
         "summary": summary_line(results, seconds),
+        "counts": level_counts(results),
         "all_passed": bool(results["passed"].all()),
         "seconds": round(seconds, 1),
         "checks": results.to_dict(orient="records"),
@@ -155,20 +163,18 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
 
 def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
     """The checks of one discovered function or layer (``found``: everything discovered with it), here.
-    A function that cannot be an op (a bad declaration, an unreadable signature) gets a failed
-    ``shape_dtype`` row saying why and the other checks as not run."""
+    A function that cannot be an op (a bad declaration, an unreadable signature) gets failed rows: "not
+    checked", ``shape_dtype`` saying why."""
     if item in found.functions:
         try:
             spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
         except Exception as error:  # noqa: BLE001 - a bad declaration or an unreadable signature: a row, not exit 2
             message = (
-                f"cannot be checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
+                f"not checked: {type(error).__name__}: {error}. Fix the declaration in its module's "
                 f"{discover.DECLARATIONS} dict (keys: {', '.join(discover.DECLARED_KEYWORDS)})"
             )
             return [
-                Check(name, False, message, "fail")
-                if name == "shape_dtype"
-                else Check(name, True, "not run: the function cannot be checked (see shape_dtype)", "warn")
+                Check(name, False, message if name == "shape_dtype" else "not checked: see shape_dtype", "fail")
                 for name in user.FUNCTION_CHECKS
             ]
         return user.check_function(spec)

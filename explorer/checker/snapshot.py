@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.checker.checks import Check, _error_text, _result
+from explorer.checker.checks import Check, GradientCheckWarning, _error_text, _result
 from explorer.checker.pytest_plugin import UPDATE_VARIABLE
 from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.explore.sweeps import grid, numpy_dtype
@@ -286,7 +286,7 @@ def check_snapshot(
         verb = "re-recorded" if update else "recorded"
         message = (f"{verb} {path} ({', '.join(values)}; {_versions_text(record['made_with'])}): commit it; "
                    "later runs compare against it")  # fmt: skip
-        warnings.warn(f"{name}: {message}", UserWarning, stacklevel=3)
+        warnings.warn(f"{name}: {message}", GradientCheckWarning, stacklevel=3)
         return _result("snapshot", "warn", message)
     try:
         record = loads(path.read_text(encoding="utf-8"))

@@ -18,8 +18,11 @@ its forward and surrogate (a built-in, an editor op: ``spec.declares_surrogate``
    declared points, one declared but absent or one detected but undeclared is a warning. An op that
    declares its surrogate must declare every point: one detected but undeclared fails;
 6. ``vs_autodiff``: your gradient against the true one (autodiff of a declared forward, else the
-   numerical derivative); a constant ratio is named ("half of autodiff"); no justification warns. A
-   built-in's difference is intentional (its ``why`` quoted); an editor op's difference warns;
+   numerical derivative); a constant ratio is named ("half of autodiff"). Only a declared justification
+   makes a difference intentional (a docstring is quoted as context); undeclared, a difference from an
+   informative true gradient (finite, not zero, away from a jump or kink) warns, one where the true
+   gradient is zero or missing (a step: a surrogate's reason to exist) passes and says so. A built-in's
+   difference is intentional (its ``why`` quoted); an editor op's difference warns;
 7. ``saved_model``: a model using your function, ``model.export``-ed and reloaded, still has your
    gradient (not autodiff, not an error; NaN compared equal to NaN).
 
@@ -27,7 +30,8 @@ Flags (a bool or string default) are checked at each value by ``finite``, ``shap
 Where the float64 forward is NaN (outside the function's domain, e.g. ``log(sinh(x))`` for x < 0), ``finite``
 and ``vs_autodiff`` say so and do not count it, and ``keras_fit`` maps its inputs into the domain.
 A function of several inputs or outputs, a non-elementwise one (a norm, a matrix product) or one that reads
-a variable gets the same seven checks from :mod:`explorer.checker.general`.
+a variable gets the same seven checks from :mod:`explorer.checker.general` (``special_points`` a ``skip``: it
+does not apply); one for which no input assignment works fails every check, "not checked".
 
 :func:`check_layer` takes a ``keras.layers.Layer`` subclass (built with no arguments): ``keras_fit``,
 ``input_gradient`` (the layer's input gradient equals the custom gradient of the function it calls),
@@ -70,6 +74,7 @@ from explorer.checker.checks import (
     _where,
     check_keras_fit,
     check_shape_dtype,
+    undeclared_difference,
     value_and_grad,
 )
 from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
@@ -100,6 +105,7 @@ HARD_PLACES: dict[str, tuple[float, ...]] = {
 }
 COMPARE_TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 RATIO_TOLERANCE = 1e-3
+ZERO_GRADIENT = COMPARE_TOLERANCE["atol"] * 10  # a true gradient this small is zero (a flat forward)
 RATIO_WORDS = {0.5: "half of", 2.0: "twice", -1.0: "the negative of", 0.0: "zero times"}
 HINTS = (
     (
@@ -439,8 +445,50 @@ def _ratio_words(ratio: float) -> str:
     return f"{ratio:.4g} times"
 
 
+def _difference_summary(
+    x: np.ndarray, custom: np.ndarray, true: np.ndarray, compared: np.ndarray, differs: np.ndarray, truth: str
+) -> str:
+    """How the custom gradient differs from the true one on the ``compared`` points: a constant factor
+    ("half of autodiff", "the negative of autodiff"), else the largest gap and where (``differs``)."""
+    lo, hi = SWEEP_RANGE
+    nonzero = compared & (np.abs(true) > ZERO_GRADIENT)
+    ratio = custom[nonzero] / true[nonzero] if nonzero.any() else np.array([])
+    typical = float(np.median(ratio)) if ratio.size else np.nan
+    zeros_agree = np.allclose(custom[compared & ~nonzero], 0.0, atol=ZERO_GRADIENT)
+    if ratio.size and np.allclose(ratio, typical, rtol=RATIO_TOLERANCE) and zeros_agree:
+        words = _ratio_words(typical)
+        return (
+            f"the custom gradient is {words} autodiff: {_fmt(typical)} x {truth} on all {int(compared.sum())} "
+            f"points of [{lo:g}, {hi:g}]"
+        )
+    gap = np.where(differs, np.abs(custom - true), 0.0)
+    worst = int(np.argmax(gap))
+    return (
+        f"the custom gradient differs from {truth} by up to {_fmt(gap[worst])} at x = {_fmt(x[worst])} "
+        f"(on {int(differs.sum())} of {x.size} points: {_where(x, differs, limit=2)})"
+    )
+
+
+def _near_special_points(result: Any, points: Any, x: np.ndarray) -> np.ndarray:
+    """Where x is a special point of the sweep (declared or detected: a jump or kink of the forward, a
+    boundary of the custom gradient), within the matching tolerance of 1.5 grid steps: there the derivative
+    is not defined and the value AT the point is a convention."""
+    from explorer.explore.points import special_points
+
+    near = np.zeros(x.shape, bool)
+    try:
+        table = special_points(result) if points is None else points
+    except Exception:  # noqa: BLE001 - e.g. a gradient of the wrong shape: no point excuses a difference
+        return near
+    for at in table["x"].to_numpy(dtype=np.float64):
+        near |= np.abs(x - at) <= 1.5 * result.grid_step
+    return near
+
+
 @_guarded("vs_autodiff")
-def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any = None) -> Check:
+def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any = None, points: Any = None) -> Check:
+    """``result``: the sweep (made here if not given); ``points``: its special-points table, read only for
+    an undeclared difference (made here if not given)."""
     lo, hi = SWEEP_RANGE
     result = sweep(spec, lo, hi, SWEEP_N, params=params) if result is None else result
     df = result.frame
@@ -474,44 +522,53 @@ def check_vs_autodiff(spec: ops.OpSpec, params: Mapping[str, float], result: Any
         parts.append(f"the forward is NaN at {_where(x, outside)} (outside the function's domain): not compared")
     if true_bad.any():
         parts.append(f"{truth} is NaN/inf at {_where(x, true_bad)} where the custom gradient is finite")
-    if not differs.any():
-        summary = f"the custom gradient equals {truth} on all {int(both.sum())} finite points"
-    else:
-        nonzero = both & (np.abs(true) > COMPARE_TOLERANCE["atol"] * 10)
-        ratio = custom[nonzero] / true[nonzero] if nonzero.any() else np.array([])
-        typical = float(np.median(ratio)) if ratio.size else np.nan
-        zeros_agree = np.allclose(custom[both & ~nonzero], 0.0, atol=COMPARE_TOLERANCE["atol"] * 10)
-        if ratio.size and np.allclose(ratio, typical, rtol=RATIO_TOLERANCE) and zeros_agree:
-            words = _ratio_words(typical)
-            summary = (
-                f"the custom gradient is {words} autodiff: {_fmt(typical)} x {truth} on all {int(both.sum())} "
-                f"points of [{lo:g}, {hi:g}]"
-            )
+    declared_why = spec.builtin or bool(spec.why.strip())
+    if spec.declares_surrogate or declared_why:
+        if not differs.any():
+            summary = f"the custom gradient equals {truth} on all {int(both.sum())} finite points"
         else:
-            gap = np.where(differs, np.abs(custom - true), 0.0)
-            worst = int(np.argmax(gap))
-            summary = (
-                f"the custom gradient differs from {truth} by up to {_fmt(gap[worst])} at x = {_fmt(x[worst])} "
-                f"(on {int(differs.sum())} of {x.size} points: {_where(x, differs, limit=2)})"
-            )
-    text = "; ".join([summary, *parts])
-    if spec.declares_surrogate:  # a built-in's why is its reviewed justification; an editor op's only says it was typed in
-        if (differs.any() or true_bad.any()) and not spec.builtin:
+            summary = _difference_summary(x, custom, true, both, differs, truth)
+        text = "; ".join([summary, *parts])
+        # a built-in's why is its reviewed justification; an editor op's only says it was typed in
+        if spec.declares_surrogate and not spec.builtin and (differs.any() or true_bad.any()):
             return _result(
                 "vs_autodiff",
                 "warn",
                 f"{text}. Intentional? A surrogate usually is: say why in the op's description, or fix the gradient",
             )
-    elif not spec.why.strip():
+        if differs.any() or true_bad.any():
+            return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(spec.why.split())}")
+        return _result("vs_autodiff", "pass", text)
+    # Undeclared: only an informative true gradient (finite, not zero, away from a jump or kink) that the
+    # custom one differs from needs a declaration; where it is zero or missing (a step) a surrogate passes.
+    if not differs.any():
+        summary = f"the custom gradient equals {truth} on all {int(both.sum())} finite points"
+        return _result("vs_autodiff", "pass", "; ".join([summary, *parts]))
+    near = _near_special_points(result, points, x)
+    flat = differs & (np.abs(true) <= ZERO_GRADIENT)
+    informative = differs & ~flat & ~near
+    if informative.any():
+        summary = _difference_summary(x, custom, true, both & ~near, informative, truth)
         return _result(
-            "vs_autodiff",
-            "warn",
-            f"{text}. No justification documented: overriding a gradient without a stated reason is a pitfall; "
-            "say why in the function's docstring (or justification=...)",
+            "vs_autodiff", "warn", f"{'; '.join([summary, *parts])}. {undeclared_difference(spec.user_function, spec.key)}"
         )
-    if differs.any() or true_bad.any():
-        return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(spec.why.split())}")
-    return _result("vs_autodiff", "pass", text)
+    found = []
+    if flat.any():
+        none = " (autodiff of the forward gives None)" if bool(df["true_grad_missing"].iloc[0]) else ""
+        found.append(
+            f"{truth} is 0{none} at {_where(x, flat)} where the custom gradient is not: the forward is flat there"
+        )
+    at_points = differs & near & ~flat
+    if at_points.any():
+        found.append(
+            f"at {_where(x, at_points)}, a jump or kink of the forward, the derivative is not defined (the custom "
+            "value there is a convention)"
+        )
+    agree = int((both & ~differs).sum())
+    start = "a surrogate: the custom gradient lets a gradient through where the true one is zero or missing" if (
+        flat.any() or true_bad.any()
+    ) else f"the custom gradient equals {truth} on {agree} of {int(both.sum())} finite points"
+    return _result("vs_autodiff", "pass", "; ".join([start, *found, *parts]))
 
 
 def _export_and_reload(model: keras.Model, directory: Path):
@@ -698,13 +755,7 @@ def _general_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: flo
     except BaseException as error:  # noqa: BLE001 - user code
         return [_result(name, "fail", f"the check raised {_explained(error)}") for name in FUNCTION_CHECKS]
     if not found.working:
-        level, message = general.no_inputs_message(user, found)
-        message = _explain_fail(_result("shape_dtype", "fail", message)).message if level == "fail" else message
-        rest = "not run: the function cannot run (see shape_dtype)" if level == "fail" else "not run: no inputs found (see shape_dtype)"
-        return [
-            _result(name, level, message) if name == "shape_dtype" else _result(name, "warn", rest)
-            for name in FUNCTION_CHECKS
-        ]
+        return _not_checked(user, found)
     values = {**spec.defaults(), **params}
 
     def passed(flags: Mapping[str, Any] | None) -> str:
@@ -721,6 +772,25 @@ def _general_plan(spec: ops.OpSpec, params: Mapping[str, float], time_limit: flo
         ("saved_model", lambda: guarded["saved_model"](general.check_saved_model)(user, found, call_for(None))),
     )
     return _blame_shape(_run_plan(plan, time_limit))
+
+
+def _not_checked(user: ops.user.UserFunction, found: general.Found) -> list[Check]:
+    """Every row ``fail`` when no input assignment works: nothing checked is not a pass. ``shape_dtype`` says
+    why (and how to declare the inputs); the others point there."""
+    message = general.no_inputs_message(user, found)
+    if found.backward_failures:
+        why = "the backward raised on the inputs the forward accepts"
+    elif message.startswith("the function cannot run"):
+        why = "the function cannot run"
+        message = f"not checked: {message}"
+    else:
+        why = f"no input shapes found that {user.name} accepts; declare them with input_shapes"
+        message = f"not checked: {message}"
+    return [
+        _explain_fail(_result(name, "fail", message)) if name == "shape_dtype"
+        else _result(name, "fail", f"not checked: {why} (see shape_dtype)")
+        for name in FUNCTION_CHECKS
+    ]
 
 
 def _run_plan(plan: Sequence[tuple[str, Callable[[], Check]]], time_limit: float) -> list[Check]:
@@ -757,7 +827,7 @@ def _blame_shape(results: list[Check]) -> list[Check]:
         return results
     blamed = []
     for result in results:
-        if result.name == "vs_autodiff" and result.passed:
+        if result.name == "vs_autodiff" and result.passed:  # a pass or a warn: either compares wrong shapes
             result = _result(result.name, "warn", "not meaningful: the gradient has the wrong shape (see shape_dtype)")
         elif not result.passed and "raised" in result.message and "Fix:" not in result.message:
             result = _result(result.name, "fail", f"wrong gradient shape (fix shape_dtype first): {result.message}")
@@ -888,10 +958,10 @@ def check_layer(
     required = _required_arguments(layer_class)
     if required:  # the checks build the layer with no arguments
         message = (
-            f"not run: {layer_class.__name__}() needs the constructor argument(s) {', '.join(required)}; give them "
-            "defaults, or check the function it calls with assert_custom_gradient(fn)"
+            f"not checked: {layer_class.__name__}() needs the constructor argument(s) {', '.join(required)}; give "
+            "them defaults, or check the function it calls with assert_custom_gradient(fn)"
         )
-        return [_result(name, "warn", message) for name in LAYER_CHECKS]
+        return [_result(name, "fail", message) for name in LAYER_CHECKS]
     plan = (
         ("keras_fit", lambda: check_keras_fit(None, {}, layer=layer_class())),
         ("input_gradient", lambda: check_input_gradient(layer_class, functions)),

@@ -21,14 +21,15 @@ import plotly.io as pio
 
 from explorer.explore.figures import chart_config
 
-# A check's level: its text colour and the tint behind its row (the figures' Okabe-Ito hues), and the order the
-# rows are listed in (failures first; the checker's order within a level).
+# A check's level: its text colour and the tint behind its row (the figures' Okabe-Ito hues; grey for a check that
+# does not apply), and the order the rows are listed in (failures first; the checker's order within a level).
 LEVEL_STYLES = {
     "fail": ("#D55E00", "#FBE3D6"),
     "warn": ("#9A6A00", "#FDF1D8"),
+    "skip": ("#5F6368", "#EEEEEE"),
     "pass": ("#007A5A", "#E2F3EC"),
 }
-LEVEL_ORDER = {"fail": 0, "warn": 1, "pass": 2}
+LEVEL_ORDER = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
 LINK_SCHEMES = ("http", "https")  # any other link is written as text, never as a link to follow
 CELL = "padding:4px 8px;text-align:left;vertical-align:top;border-bottom:1px solid #ddd"
 
@@ -64,14 +65,18 @@ class Verdict:
 
 
 def checks_summary(checks: Sequence[Any]) -> str:
-    """``"7 checks: 6 pass, 1 warn, 0 fail"``."""
+    """``"7 checks: 5 pass, 1 warn, 0 fail, 1 skip"``, as ``python -m explorer verify`` counts them."""
     counts = {level: sum(check.level == level for check in checks) for level in LEVEL_ORDER}
-    return f"{len(checks)} checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail"
+    return (
+        f"{len(checks)} checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
+        f"{counts['skip']} skip"
+    )
 
 
 def checks_html(checks: Sequence[Any], summary: str) -> str:
-    """The checks as a table, failures first, then warnings, then passes, each row tinted by its level
-    (``data-level`` names it), under ``summary`` in the colour of the verdict. Every text escaped."""
+    """The checks as a table, failures first, then warnings, skips (checks that do not apply), passes, each row
+    tinted by its level (``data-level`` names it), under ``summary`` in the colour of the verdict. Every text
+    escaped."""
     ordered = sorted(checks, key=lambda check: LEVEL_ORDER[check.level])  # stable: the checker's order kept
     rows = []
     for check in ordered:

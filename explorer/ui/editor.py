@@ -32,7 +32,7 @@ MAX_CACHED = 16
 GOOD_KEY = EDITOR_SOURCE_KEY  # the last source that compiled: what the page shows
 ERROR_KEY = "editor.error"  # the parser's message for the last submitted source, if it was rejected
 NOTICES_KEY = "editor.notices"
-LEVEL_ICONS = {"pass": "✅", "warn": "⚠️", "fail": "❌"}
+LEVEL_ICONS = {"pass": "✅", "skip": "➖", "warn": "⚠️", "fail": "❌"}
 
 
 # -- cached computation (keyed on the source text) ----------------------------------------------------
@@ -186,6 +186,8 @@ def _checklist(checks: list[checks.Check]) -> None:
             st.success(text, icon=LEVEL_ICONS["pass"])
         elif result.level == "warn":
             st.warning(text, icon=LEVEL_ICONS["warn"])
+        elif result.level == "skip":  # a check that does not apply (none for an editor op, elementwise by design)
+            st.info(text, icon=LEVEL_ICONS["skip"])
         else:
             st.error(text, icon=LEVEL_ICONS["fail"])
 

@@ -349,7 +349,13 @@ def _header(spec: ops.OpSpec) -> None:
             + ("autodiff of the forward you declared." if spec.true_gradient == "autodiff"
                else "a float64 central difference of your forward's values (no plain forward declared).")
         )
-    why = spec.why.replace("*", "\\*") or "None documented (a docstring would be one; the vs_autodiff check warns)."  # formulas like pi*alpha*x are text, not markdown emphasis
+    why = spec.why.replace("*", "\\*")  # formulas like pi*alpha*x are text, not markdown emphasis
+    if not why:
+        docstring = spec.user_function.docstring.replace("*", "\\*") if spec.user_function is not None else ""
+        why = "None declared (`justification=`, or its module's `GRADIENT_EXPLORER` dict): where the custom gradient "
+        why += "differs from the true one, the vs_autodiff check warns."
+        if docstring:
+            why += f" Its docstring, context and not a declaration: {docstring}"
     st.info(f"**Why.** {why}\n\n**From.** {spec.reference}")
 
 

@@ -20,7 +20,7 @@ from explorer import loaded
 from explorer.ui.widgets import literal
 
 CHECK_POLL_SECONDS = 2.0
-LEVEL_MARKS = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}
+LEVEL_MARKS = {"pass": "✅ pass", "skip": "➖ skip", "warn": "⚠️ warn", "fail": "❌ fail"}
 
 
 def load_errors() -> None:
@@ -65,8 +65,9 @@ def _table(results: tuple) -> pd.DataFrame:
 def _show(results: tuple) -> None:
     counts = {level: sum(r.level == level for r in results) for level in LEVEL_MARKS}
     st.caption(
-        f"{len(results)} checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail "
-        "(the same as `python -m explorer verify`; a warning is not a failure)"
+        f"{len(results)} checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
+        f"{counts['skip']} skip (the same as `python -m explorer verify`; a warning is not a failure, a skip is a "
+        "check that does not apply to this function)"
     )
     st.dataframe(_table(results), hide_index=True, width="stretch")
 
@@ -80,7 +81,7 @@ def _pending(key: str, params: tuple[tuple[str, float], ...]) -> None:
 
 
 def checks(key: str, params: Mapping[str, float]) -> None:
-    """The checker's results for loaded op ``key`` at ``params``: pass / warn / fail with the message."""
+    """The checker's results for loaded op ``key`` at ``params``: pass / skip / warn / fail with the message."""
     st.subheader("Checks")
     future = loaded.checks(key, params)
     if not future.done() or future.cancelled():  # cancelled: another session asked first; asked again on the tick

@@ -44,8 +44,11 @@ def test_loaded_examples_draw_a_figure_report_the_missing_module_and_show_the_ch
     # the missing module only: every example of any signature is drawn
     [error] = app.errors()
     assert f"Could not load {MISSING} from" in error and "ModuleNotFoundError" in error
-    # the checks arrive by themselves (a polling fragment), without a click
-    app.page.get_by_text("half of autodiff").first.wait_for(state="attached", timeout=SETTLE_SECONDS * 1000)
+    # the checks arrive by themselves (a polling fragment), without a click (the page's Why box says "half of
+    # autodiff" too: the declared justification; only the checks' row says "intentional: ...")
+    app.page.get_by_text("intentional: the custom gradient is half of autodiff").first.wait_for(
+        state="attached", timeout=SETTLE_SECONDS * 1000
+    )
     app.screenshot("yours_square")
     # a pitfall: its message in place of the figure, the page still usable
     app.open(query={"op": "double_with_summed_grad"})
