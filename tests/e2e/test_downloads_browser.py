@@ -165,6 +165,6 @@ def test_the_notebook_writes_svg_png_and_pdf_through_kaleido(chromium_path, monk
     width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk: twice the layout's pixels
     assert (width, height) == (2 * figures.IMAGE_WIDTH, 2 * (compare.layout.height or figures.FIGURE_HEIGHT))
 
-    results = explorer.train.compare("xor", ["ste_sign"], epochs=3)
+    results = explorer.train.compare(task="xor", runs=["ste_sign"], epochs=3)
     explorer.plot_training(results, save=tmp_path / "loss.pdf")
     assert (tmp_path / "loss.pdf").read_bytes()[:5] == b"%PDF-"
