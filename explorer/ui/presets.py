@@ -15,6 +15,7 @@ import streamlit as st
 
 from explorer.train import preset_figures, presets, spiking, ste_bias
 from explorer.train import trainer as train
+from explorer.ui.widgets import show_chart
 
 YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
 MONTE_CARLO_KEY = "train.yin_monte_carlo"
@@ -208,7 +209,7 @@ def _yin_view() -> None:
         hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
     )
-    st.plotly_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
+    show_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
     sweep = _yin_sweep()
     singular = sweep.loc[sweep["singular"], "theta"].tolist()
     st.markdown(
@@ -217,7 +218,7 @@ def _yin_view() -> None:
         f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
         "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
     )
-    st.plotly_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
+    show_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
     if st.toggle("Check the closed forms against a TensorFlow @tf.custom_gradient STE (Monte Carlo)", key=MONTE_CARLO_KEY):
         check = _yin_monte_carlo()
         worst = float(check["z"].abs().max())
@@ -238,7 +239,7 @@ def _dann_view() -> None:
         f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
     )
     st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean target accuracy", "std", "min", "max")})
-    st.plotly_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
+    show_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
     with st.expander("Every seed"):
         st.dataframe(per_seed, hide_index=True)
 
@@ -259,7 +260,7 @@ def _shape_scale_view() -> None:
     table = presets.shape_scale_table(results)
     st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
     st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
-    st.plotly_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
+    show_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
     with st.expander("Every run"):
         st.dataframe(results, hide_index=True)
 
