@@ -108,7 +108,7 @@ def _spiking_contrasts_view() -> None:
         f"gradient at initialisation **{exploded:.3g}** in norm (the reset path multiplies the surrogate's peak "
         "through time)."
     )
-    st.plotly_chart(preset_figures.spiking_contrast_figure(table), key="train.preset_spiking")
+    show_chart(preset_figures.spiking_contrast_figure(table), key="train.preset_spiking")
     with st.expander("Every configuration"):
         st.dataframe(table, hide_index=True)
     st.caption(
@@ -160,7 +160,7 @@ def _ste_bias_view() -> None:
     )
     st.dataframe(summary, hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in summary.columns[1:]})  # fmt: skip
-    st.plotly_chart(preset_figures.ste_bias_figure(runs, closed), key="train.preset_ste_bias")
+    show_chart(preset_figures.ste_bias_figure(runs, closed), key="train.preset_ste_bias")
     st.caption(
         "Every estimator sees the same uniform draws ξ (b = [ξ < q]), so the differences come from the gradient alone. "
         "Straight-through: ∂b/∂θ taken as 1 (identity) or σ′(θ) (Bengio et al. 2013). REINFORCE: f(b)(b − q), the "
