@@ -4,6 +4,7 @@
     explorer.sweep(my_fn, lo=-2, hi=2)    # a Sweep, as explorer.explore.sweeps.sweep gives
     explorer.plot(my_fn)                  # the Explore page's three-panel figure
     explorer.plot([my_fn, "ste_sign"])    # the page's compare overlay
+    explorer.plot(my_fn, save="fig.svg")  # and written as SVG, PNG or PDF (needs the images extra: kaleido)
     explorer.check(my_fn)                 # a report: .ok, .frame, a coloured table in the notebook
     explorer.plot_training(explorer.train.compare(task="xor", runs=[ops.from_function(my_fn), "ste_sign"], epochs=50))
     explorer.interact(my_fn)              # sliders and a figure updated in place (ipywidgets)
@@ -31,6 +32,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -42,17 +44,10 @@ from explorer.explore import figures
 from explorer.explore import sweeps as _sweeps
 from explorer.explore.points import special_points
 from explorer.explore.sweeps import Sweep
+from explorer.explore.view_html import LEVEL_ORDER, LEVEL_STYLES, checks_html
 
 NOTEBOOK_EXTRA = "pip install gradient-explorer[notebook]"
 TARGET_KINDS = "a built-in op key, an ops.OpSpec, a @tf.custom_gradient function or a Keras layer"
-# the report's colours: the figures' Okabe-Ito hues for the text, light tints behind it
-LEVEL_STYLES = {
-    "fail": ("#D55E00", "#FBE3D6"),
-    "warn": ("#9A6A00", "#FDF1D8"),
-    "skip": ("#5F6368", "#EEEEEE"),
-    "pass": ("#007A5A", "#E2F3EC"),
-}
-LEVEL_ORDER = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
 
 _FUNCTION_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
 _LAYER_SPECS: weakref.WeakKeyDictionary[Any, ops.OpSpec] = weakref.WeakKeyDictionary()
@@ -180,12 +175,14 @@ def plot(
     overlay: bool = False,
     labels: Sequence[str] | None = None,
     title: str | None = None,
+    save: str | Path | None = None,
 ) -> go.Figure:
     """The Explore page's figure of a target (or of a :class:`Sweep`): forward | true | custom gradient with the
     special points marked, or both gradients in one panel with ``overlay``.
 
     A list of targets or sweeps gives the page's compare figure (custom gradients overlaid, ``labels`` or the
     keys in the legend); the same range, dtype and ``params`` apply to each target that is not a sweep.
+    ``save="fig.svg"`` (or ``.png``, ``.pdf``) also writes the figure there (:func:`save_figure`).
     """
     if isinstance(target, (list, tuple)):
         if not target:
@@ -193,9 +190,18 @@ def plot(
         results = [_as_sweep(item, lo, hi, n, params, upstream, dtype) for item in target]
         names = [_label(result) for result in results] if labels is None else list(labels)
         points = [special_points(result) for result in results]
-        return figures.compare_figure(results, names, points, title=title)
+        return save_figure(figures.compare_figure(results, names, points, title=title), save)
     result = _as_sweep(target, lo, hi, n, params, upstream, dtype)
-    return figures.main_figure(result, special_points(result), overlay=overlay, title=title)
+    return save_figure(figures.main_figure(result, special_points(result), overlay=overlay, title=title), save)
+
+
+def save_figure(figure: go.Figure, path: str | Path | None) -> go.Figure:
+    """``figure``, written to ``path`` first when one is given: SVG, PNG or PDF by the suffix, through plotly's
+    static-image writer (:func:`explorer.explore.figures.write_image`: needs kaleido and a Chrome or Chromium,
+    ``pip install 'gradient-explorer[images]'``; the ImportError says so)."""
+    if path is not None:
+        figures.write_image(figure, path)
+    return figure
 
 
 def _as_sweep(target: Any, lo, hi, n, params, upstream, dtype) -> Sweep:
@@ -235,26 +241,8 @@ class CheckReport:
 
     def _repr_html_(self) -> str:
         """A table, failed checks first, then warnings, skips (checks that do not apply), passes; each row
-        coloured by its level."""
-        ordered = sorted(self.checks, key=lambda check: LEVEL_ORDER[check.level])  # stable: checker order kept
-        cell = "padding:4px 8px;text-align:left;vertical-align:top;border-bottom:1px solid #ddd"
-        rows = []
-        for check in ordered:
-            colour, background = LEVEL_STYLES[check.level]
-            rows.append(
-                f'<tr style="background:{background}" data-level="{check.level}">'
-                f'<td style="{cell};font-family:monospace">{html.escape(check.name)}</td>'
-                f'<td style="{cell};color:{colour};font-weight:bold">{check.level}</td>'
-                f'<td style="{cell}">{html.escape(check.message)}</td></tr>'
-            )
-        colour = LEVEL_STYLES["pass" if self.ok else "fail"][0]
-        return (
-            '<div class="gradient-explorer-check">'
-            f'<p style="color:{colour};font-weight:bold;margin:4px 0">{html.escape(self.summary())}</p>'
-            '<table style="border-collapse:collapse;font-size:13px">'
-            f'<thead><tr><th style="{cell}">check</th><th style="{cell}">result</th>'
-            f'<th style="{cell}">message</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
-        )
+        coloured by its level (the table of a downloaded view, :func:`explorer.explore.view_html.checks_html`)."""
+        return checks_html(self.checks, self.summary())
 
 
 def check(target: Any, params: Mapping[str, float] | None = None, **declarations: Any) -> CheckReport:
@@ -288,9 +276,9 @@ def check(target: Any, params: Mapping[str, float] | None = None, **declarations
 
 
 # -- training ----------------------------------------------------------------------------------------------
-def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss") -> go.Figure:
+def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss", save: str | Path | None = None) -> go.Figure:
     """The Train page's loss figure of :func:`explorer.train.compare`'s results (one RunResult or a list),
-    each run labelled as the page labels it (``ste_sign (custom)``)."""
+    each run labelled as the page labels it (``ste_sign (custom)``); ``save`` as :func:`plot`'s."""
     from explorer.train.figures import loss_figure
 
     runs = [results] if hasattr(results, "history") else list(results)
@@ -301,7 +289,7 @@ def plot_training(results: Any, *, log_y: bool = False, metric: str = "loss") ->
             raise TypeError(f"expected the results of explorer.train.compare (RunResult), got {type(run).__name__}")
         if metric not in run.history:
             raise ValueError(f"metric must be a column of the history: {', '.join(map(str, run.history.columns))}")
-    return loss_figure([run.history for run in runs], [run.run.label for run in runs], log_y=log_y, metric=metric)
+    return save_figure(loss_figure([run.history for run in runs], [run.run.label for run in runs], log_y=log_y, metric=metric), save)
 
 
 # -- interact ----------------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_autodiff_of_the_closed_form_is_singular_exactly_where_w_is_parallel_to_
         (lambda: presets.yin2019("relu", lr=float("nan")), "lr must be a number"),
         (lambda: presets.dann(seeds=0), r"seeds must be a whole number in \[1, 50\]"),
         (lambda: presets.shape_scale([]), "steepness must be a non-empty list"),
-        (lambda: presets.get("nope"), "unknown preset 'nope'; valid presets: yin2019, dann, zenke2021, depth"),
+        (lambda: presets.get("nope"), "unknown preset 'nope'; valid presets: yin2019, dann, ste_bias, zenke2021, depth"),
     ],
 )
 def test_bad_arguments_name_the_argument_and_range(call, message):

@@ -69,6 +69,24 @@ def test_grad_reverse_compares_values_of_lam(examples_env):
     assert {"lam = -2", "lam = 1", "lam = 2"} <= names
 
 
+def test_the_downloaded_view_of_grad_reverse_holds_its_figures_checks_and_inputs(examples_env, monkeypatch):
+    from urllib.parse import parse_qs, urlsplit
+
+    from tests.view_file import read_view, recording_downloads
+
+    downloads = recording_downloads(monkeypatch)
+    app = _app({"op": "grad_reverse", "i.lam": "0.5"})
+    _no_trouble(app)
+    results = loaded.checks("grad_reverse", {}).result(timeout=120)
+    view = read_view(downloads["grad_reverse_view.html"]())
+    for drawn, key in zip(view.figures, ("main_figure", "compare_figure"), strict=True):
+        assert [t.get("name") for t in drawn["data"]] == [t.get("name") for t in _figure(app, key)["data"]]
+    custom = _trace(view.figures[0], "custom gradient")
+    np.testing.assert_allclose(_values(custom, "y"), -0.5)  # -lam, lam held at 0.5
+    assert sorted(name for _, name, _ in view.check_rows) == sorted(check.name for check in results)
+    assert parse_qs(urlsplit(view.links[0]).query)["i.lam"] == ["0.5"]
+
+
 def test_safe_norm_draws_its_line_and_the_seed_redraws_it(examples_env):
     app = _app({"op": "safe_norm.safe_norm", "seed": "4", "origin": "1"})
     _no_trouble(app)

@@ -132,6 +132,8 @@ PRESET_NUMBERS = {
     "yin2019": r"ReLU STE ends at loss \*\*0\.4000\*\*.*w flips at step 27.*reaches \*\*1\.\d{3}\*\*",
     "dann": r"target accuracy \*\*0\.\d{3} ± 0\.\d{3}\*\* with gradient reversal against \*\*0\.\d{3} ± 0\.\d{3}\*\* "
     r"without, mean ± std over 10 seeds; reversal is better in \d+ of 10 seeds",
+    "ste_bias": r"the exact gradient ends at q = \*\*0\.0\d\d\*\*.*straight-through settles at \*\*0\.4\d\d\*\* \(identity\) "
+    r"and \*\*0\.4\d\d\*\* \(σ′\), beside q\* = 0\.450",
     "zenke2021": r"every shaped surrogate reaches \*\*0\.\d{3} to [01]\.\d{3}\*\*.*the true gradient \*\*0\.\d{3}\*\*",
     "depth": r"at initialisation sigmoid \(custom, slope=1\): \*\*0\.000\d+\*\* \(×0\.\d+ per layer\), "
     r"sigmoid \(custom, slope=10\): \*\*0\.\d+\*\* \(×0\.\d+ per layer\), "
@@ -336,3 +338,20 @@ def test_changing_a_control_writes_it_to_the_url_and_a_preset_link_keeps_its_sho
     app.run()
     assert not app.exception
     assert set(dict(app.query_params)) == {"preset", "runs"}  # every other control is the preset's
+
+
+def test_a_run_that_learns_its_parameters_draws_their_trajectory_and_states_the_equivalences():
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    app.query_params["runs"] = "atan:custom::learn;atan:custom"
+    app.query_params["epochs"] = "6"
+    app.run()
+    assert app.session_state["train.runs_seed"]["learn"].tolist() == [True, False]
+    next(b for b in app.button if b.label == "Start").click().run()
+    app = _finish(app)
+    assert not app.exception
+    history = app.session_state["train.session"].results()[0].history
+    assert history["learned op_1.alpha"].iloc[0] == 2.0 and history["learned op_1.alpha"].iloc[-1] != 2.0
+    captions = " ".join(c.value for c in app.caption)
+    assert "atan.threshold" in captions and "a bias before the op with the opposite sign" in captions
+    assert "atan.alpha" in captions and "a gain" in captions
+    assert "train.live.learned" in app.session_state  # the trajectory chart was drawn beside the loss

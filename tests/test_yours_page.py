@@ -73,7 +73,7 @@ def test_square_shows_its_numerical_true_gradient_and_half_of_it(square_app):
     np.testing.assert_allclose(_values(true, "y"), 2 * _values(true, "x"), rtol=1e-3, atol=1e-3)
     assert app.query_params["op"] == "square_with_scaled_grad"
     labels = [button.proto.label for button in app.get("download_button")]
-    assert labels == ["Sweep as CSV (2,001 rows)", "Figure as standalone HTML"]
+    assert labels == ["Sweep as CSV (2,001 rows)", "Download this view (HTML)"]
 
 
 def test_the_checks_appear_once_done(square_app):
@@ -87,6 +87,21 @@ def test_the_checks_appear_once_done(square_app):
     assert row["result"].endswith("pass") and row["message"].startswith("intentional: the custom gradient is half of")
     assert "Why: a textbook example" in row["message"]
     assert "**Why.** a textbook example: the gradient is deliberately half of autodiff" in [i.value for i in app.info][0]
+
+
+def test_the_downloaded_view_of_a_loaded_op_holds_its_checks(examples_env, monkeypatch):
+    from tests.view_file import read_view, recording_downloads
+
+    downloads = recording_downloads(monkeypatch)
+    app = _app({"op": "square_with_scaled_grad"})
+    results = loaded.checks("square_with_scaled_grad", {}).result(timeout=TIMEOUT)
+    view = read_view(downloads["square_with_scaled_grad_view.html"]())
+    from explorer.explore.view_html import LEVEL_ORDER
+
+    assert view.check_rows == [(c.level, c.name, c.message) for c in sorted(results, key=lambda c: LEVEL_ORDER[c.level])]
+    assert ("pass", "vs_autodiff") in [row[:2] for row in view.check_rows]
+    assert any(message.startswith("intentional: the custom gradient is half of") for _, _, message in view.check_rows)
+    assert [t.get("name") for t in view.figures[0]["data"]] == [t.get("name") for t in _figure(app)["data"]]
 
 
 def test_every_example_op_renders_or_shows_its_message(examples_env):

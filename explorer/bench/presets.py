@@ -38,6 +38,10 @@ def _dann() -> object:
     return presets.dann_summary(presets.dann())
 
 
+def _ste_bias() -> object:
+    return presets.ste_bias_summary(presets.ste_bias(2.0, 0.45, surrogate="atan"), 2.0, 0.45)
+
+
 def _shape_scale() -> object:
     return presets.shape_scale_table(presets.shape_scale())
 
@@ -49,6 +53,7 @@ def _depth_first_epoch() -> object:
 FIRST_RESULT: dict[str, Callable[[], object]] = {
     "yin2019": _yin,
     "dann": _dann,
+    "ste_bias": _ste_bias,
     "zenke2021": _shape_scale,
     "depth": _depth_first_epoch,
 }

@@ -14,27 +14,31 @@ from pathlib import Path
 
 from explorer.bench import harness
 
-# name -> (URL query, extra server environment, the part of the page to keep: CSS selector or None)
-VIEWS: dict[str, tuple[str, dict[str, str], str | None]] = {
-    "explore": ("?op=fast_sigmoid&lo=-3&hi=3", {}, None),
+# name -> (URL path and query, extra server environment, the part of the page to keep: CSS selector or None,
+# the key of the figure to wait for)
+VIEWS: dict[str, tuple[str, dict[str, str], str | None, str]] = {
+    "explore": ("?op=fast_sigmoid&lo=-3&hi=3", {}, None, "main_figure"),
     # a reduction's directional view: examples/safe_norm.py on a line through the origin (its key clashes with
     # the built-in safe_norm, so it is module.function)
     "directional": (
         "?op=safe_norm.safe_norm&origin=1&seed=4",
         {"GRADIENT_EXPLORER_OPS": "examples/safe_norm.py"},
         '[data-testid="stPlotlyChart"]',
+        "main_figure",
     ),
+    # the ste_bias preset: q and the expected loss over SGD steps per estimator, with the closed forms
+    "ste_bias": ("train?preset=ste_bias", {}, ".st-key-train-preset_ste_bias", "train.preset_ste_bias"),
 }
 
 
-async def take(name: str, url: str, path: Path, clip_selector: str | None) -> None:
+async def take(name: str, url: str, path: Path, clip_selector: str | None, figure_key: str = "main_figure") -> None:
     async with harness.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=harness.CHROMIUM, args=list(harness.CHROMIUM_ARGS))
         try:
             page = await (await browser.new_context(viewport=harness.VIEWPORT)).new_page()
             await page.goto(url)
             await harness.settle(page)
-            await page.wait_for_function(harness.FIGURE_JS, arg="main_figure", timeout=90_000)
+            await page.wait_for_function(harness.FIGURE_JS, arg=figure_key, timeout=90_000)
             await page.wait_for_timeout(1500)  # plotly's second draw (the measured width) is not a Streamlit state
             if clip_selector:
                 await page.locator(clip_selector).first.screenshot(path=str(path))
@@ -57,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.names or VIEWS:
-        query, env, clip = VIEWS[name]
+        query, env, clip, figure_key = VIEWS[name]
         with harness.serve_app(env=env) as server:
             path = args.out / f"{name}.png"
-            asyncio.run(take(name, f"{server.url}/{query}", path, clip))
+            asyncio.run(take(name, f"{server.url}/{query}", path, clip, figure_key))
             print(f"wrote {path}")
     return 0
 

@@ -30,6 +30,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -816,6 +817,12 @@ def compare_figure_spec(
     return {"data": data, "layout": layout}
 
 
+def chart_config(filename: str) -> dict:
+    """The plotly.js config of every figure the app draws: the modebar's camera button downloads an SVG named
+    ``<filename>.svg`` (a vector figure for a paper or slides; PNG is plotly's default), and no plotly logo."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": filename}}
+
+
 def figure_html(fig: go.Figure | dict) -> str:
     """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN).
     ``fig`` is a Figure or a spec of this module (:func:`main_figure_spec`)."""
@@ -823,4 +830,53 @@ def figure_html(fig: go.Figure | dict) -> str:
         fig = as_figure(fig)
     if not isinstance(fig, go.Figure):
         raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
-    return fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    return fig.to_html(include_plotlyjs=True, full_html=True, config=chart_config("figure"))
+
+
+# -- static images -----------------------------------------------------------------------------------------
+IMAGE_FORMATS = ("svg", "png", "pdf")
+IMAGES_EXTRA = "pip install 'gradient-explorer[images]'"  # kaleido, plotly's static-image writer
+IMAGE_WIDTH = 1100  # pixels, for a figure whose layout sets no width (the three panels side by side)
+PNG_SCALE = 2  # a PNG at twice the layout's pixels: sharp on slides and high-density screens
+
+
+def write_image(fig: go.Figure | dict, path: str | Path) -> Path:
+    """Write ``fig`` (a Figure or a spec of this module) to ``path`` as SVG, PNG or PDF, by its suffix.
+
+    Uses kaleido, plotly's static-image writer, which draws the figure in a local Chrome or Chromium. It is
+    called here with plotly.js from the plotly package and MathJax off (these figures hold no LaTeX), so
+    nothing is fetched from the network; ``Figure.write_image`` would let kaleido load MathJax from a CDN.
+    ImportError names the install command when kaleido is missing; RuntimeError says how to get a browser
+    when kaleido finds none.
+    """
+    path = Path(path)
+    image_format = path.suffix.lower().removeprefix(".")
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(f"{path.name}: the file's suffix gives the format; allowed: .{', .'.join(IMAGE_FORMATS)}")
+    try:
+        import kaleido  # noqa: PLC0415  (optional: the images extra)
+        from kaleido.errors import ChromeNotFoundError  # noqa: PLC0415
+    except ImportError:
+        raise ImportError(
+            f"writing {path.name} needs plotly's static-image writer, kaleido (>= 1), and a Chrome or Chromium: "
+            f"{IMAGES_EXTRA}. The interactive figure needs neither: fig.write_html(...) or fig.show()."
+        ) from None
+    figure = as_figure(fig) if isinstance(fig, dict) else fig
+    if not isinstance(figure, go.Figure):
+        raise ValueError(f"fig must be a plotly.graph_objects.Figure or a figure spec, got {type(fig).__name__}")
+    layout = figure.layout
+    options = {
+        "format": image_format,
+        "width": layout.width or IMAGE_WIDTH,
+        "height": layout.height or FIGURE_HEIGHT,
+        "scale": PNG_SCALE if image_format == "png" else 1,
+    }
+    try:
+        data = kaleido.calc_fig_sync(figure.to_plotly_json(), opts=options, kopts={"mathjax": False})
+    except ChromeNotFoundError:
+        raise RuntimeError(
+            f"kaleido found no Chrome or Chromium to draw {path.name}: install one (apt-get install chromium, or "
+            "plotly_get_chrome) or point BROWSER_PATH at its executable"
+        ) from None
+    path.write_bytes(data)
+    return path

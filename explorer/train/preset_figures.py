@@ -116,3 +116,70 @@ def shape_scale_figure(results: pd.DataFrame) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=380, margin={"l": 60, "r": 20, "t": 30, "b": 50},
                       yaxis_title="accuracy after training", legend={"orientation": "h", "y": -0.2})
     return fig
+
+
+ESTIMATOR_COLOURS = {
+    "exact": COMPARE_COLOURS[6], "reinforce": COMPARE_COLOURS[0], "reinforce_baseline": COMPARE_COLOURS[4],
+    "ste_identity": COMPARE_COLOURS[1], "ste_sigmoid": COMPARE_COLOURS[2],
+}  # fmt: skip
+
+
+def ste_bias_figure(runs: pd.DataFrame, closed: pd.DataFrame) -> go.Figure:
+    """q (top) and the expected loss L(q) (bottom) over SGD steps, the mean over seeds per estimator (each seed
+    faint); the closed-form optimum and straight-through fixed point as dashed reference lines."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("q = σ(θ)", "expected loss L(q) = q(1-t)^p + (1-q)t^p"))  # fmt: skip
+    for estimator, group in runs.groupby("estimator", sort=False):
+        colour = ESTIMATOR_COLOURS.get(estimator, COMPARE_COLOURS[3])
+        label = group["label"].iloc[0]
+        mean = group.groupby("step", as_index=False)[["q", "loss"]].mean()
+        for row, column in ((1, "q"), (2, "loss")):
+            for _, seed_rows in group.groupby("seed"):
+                fig.add_trace(go.Scatter(
+                    x=seed_rows["step"], y=seed_rows[column], mode="lines", line={"color": colour, "width": 0.6},
+                    opacity=0.25, showlegend=False, hoverinfo="skip", legendgroup=estimator, name=f"{label}: one seed",
+                ), row=row, col=1)  # fmt: skip
+            fig.add_trace(go.Scatter(
+                x=mean["step"], y=mean[column], mode="lines", name=label, legendgroup=estimator, showlegend=row == 1,
+                line={"color": colour, "width": 2.5},
+                hovertemplate=f"{label}<br>step %{{x}}<br>{column} %{{y:.4f}} (mean over seeds)<extra></extra>",
+            ), row=row, col=1)  # fmt: skip
+    optimum, fixed = closed.iloc[0], closed.iloc[1]
+    for row, column in ((1, "q"), (2, "loss")):
+        for point, dash in ((optimum, "dash"), (fixed, "dot")):
+            fig.add_hline(y=float(point[column]), line={"color": "#1F2430", "dash": dash, "width": 1.5}, row=row, col=1,
+                          annotation_text=f"{point['point']}: {column} = {float(point[column]):.4f}",
+                          annotation_position="top left" if dash == "dash" else "bottom left",
+                          annotation_bgcolor="rgba(255,255,255,0.85)")  # fmt: skip
+    fig.update_yaxes(title_text="q", row=1, col=1)
+    fig.update_yaxes(title_text="L(q)", row=2, col=1)
+    fig.update_xaxes(title_text="SGD step", row=2, col=1)
+    fig.update_layout(template=TEMPLATE, height=560, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+                      legend={"orientation": "h", "y": -0.12})  # fmt: skip
+    return fig
+
+
+CONTRAST_COLOURS = {
+    ("peak-normalised", "detached"): COMPARE_COLOURS[0], ("peak-normalised", "differentiable"): COMPARE_COLOURS[4],
+    ("asymptotic", "detached"): COMPARE_COLOURS[1], ("asymptotic", "differentiable"): COMPARE_COLOURS[2],
+}  # fmt: skip
+
+
+def spiking_contrast_figure(table: pd.DataFrame) -> go.Figure:
+    """Zenke & Vogels' two contrasts as grouped bars: test accuracy (mean ± std over seeds) per steepness, one bar
+    per surrogate scale and reset; the initial gradient norm in the hover."""
+    fig = go.Figure()
+    for (scale, reset), group in table.groupby(["scale", "reset"], sort=False):
+        fig.add_trace(go.Bar(
+            x=[f"β = {b:g}" for b in group["steepness"]], y=group["accuracy"], name=f"{scale} scale, {reset} reset",
+            marker={"color": CONTRAST_COLOURS.get((scale, reset), COMPARE_COLOURS[3])},
+            error_y={"type": "data", "array": group["std"].fillna(0.0), "thickness": 1.5},
+            customdata=group["grad_norm_init"],
+            hovertemplate=f"{scale}, {reset} reset<br>%{{x}}: accuracy %{{y:.3f}}<br>"
+            "input-kernel gradient norm at init %{customdata:.3g}<extra></extra>",
+        ))  # fmt: skip
+    low = max(0.0, float((table["accuracy"] - table["std"].fillna(0.0)).min()) - 0.05)
+    fig.update_layout(template=TEMPLATE, barmode="group", height=380, margin={"l": 60, "r": 20, "t": 30, "b": 50},
+                      yaxis={"title": "test accuracy", "range": [low, 1.0]}, xaxis_title="surrogate steepness",
+                      legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    return fig

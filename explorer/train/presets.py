@@ -9,7 +9,12 @@ No streamlit here: notebooks and tests call these directly; the Train page shows
   clipped-ReLU straight-through estimator (closed forms; :func:`yin2019_monte_carlo` checks them
   against a TensorFlow ``@tf.custom_gradient`` STE on sampled inputs).
 * :func:`dann`: gradient reversal (Ganin & Lempitsky 2015), a shallow DANN on rotated two moons.
-* :func:`shape_scale`: surrogate shape vs scale (Zenke & Vogels 2021) on a Heaviside hidden layer.
+* :func:`shape_scale`: surrogate shape vs scale (Zenke & Vogels 2021) on a Heaviside hidden layer, and
+  :func:`spiking_contrasts`: their peak-normalised vs asymptotic scale and detached vs differentiable reset in a
+  spiking layer trained in time (:mod:`explorer.train.spiking`).
+* :func:`ste_bias`: what a straight-through estimator costs (Tucker et al. 2017; Grathwohl et al. 2018; Liu et al.
+  2023): SGD on E_b[|b - t|^p] with the exact gradient, REINFORCE and straight-through, against the closed forms
+  (:mod:`explorer.train.ste_bias`).
 * :func:`gradient_flow`: per-layer gradient norms through a 6-hidden-layer Heaviside network with one
   surrogate at three scales.
 """
@@ -32,6 +37,14 @@ from explorer.train import tasks
 # -- Yin et al. 2019 -----------------------------------------------------------------------------------
 from explorer.train import trainer as train
 from explorer.train.setup import TrainState
+from explorer.train.spiking import contrast_table as spiking_contrast_table  # noqa: F401
+from explorer.train.spiking import contrasts as spiking_contrasts  # noqa: F401
+from explorer.train.ste_bias import (  # noqa: F401 - the ste_bias preset's functions, as explorer.train.presets.<name>
+    closed_forms as ste_bias_closed_forms,
+)
+from explorer.train.ste_bias import end_points as ste_bias_end_points  # noqa: F401
+from explorer.train.ste_bias import ste_bias  # noqa: F401
+from explorer.train.ste_bias import summary as ste_bias_summary  # noqa: F401
 
 YIN_HIDDEN = 4  # m: rows of Z, hidden units
 YIN_INPUT = 10  # n: columns of Z, input dimension
@@ -591,6 +604,18 @@ PRESETS: dict[str, Preset] = {
             "domain-invariant, so a classifier trained on labelled source data does better on the shifted target.",
             "Ganin & Lempitsky 2015, ICML: \"Unsupervised Domain Adaptation by Backpropagation\"; the shallow "
             "inter-twinning-moons experiment of Ganin et al. 2016, JMLR 17(59).",
+            TrainState(),
+        ),
+        Preset(
+            "ste_bias",
+            "The bias of straight-through (REBAR, RELAX, ReinMax)",
+            "A straight-through estimator is biased: minimising E_{b~Bernoulli(q)} |b - t|^p with t = 0.45, its "
+            "expected gradient vanishes at q* = t^(p-1) / (t^(p-1) + (1-t)^(p-1)), not at the optimum q = 0, so it "
+            "settles where the true objective does not; REINFORCE, with or without a baseline, is unbiased and reaches it.",
+            "Tucker et al. 2017, NeurIPS: \"REBAR: Low-variance, unbiased gradient estimates for discrete latent variable "
+            "models\"; Grathwohl et al. 2018, ICLR: \"Backpropagation through the Void\" (RELAX); Liu et al. 2023, "
+            "NeurIPS: \"Bridging Discrete and Backpropagation: Straight-Through and Beyond\" (ReinMax); Bengio, "
+            "Léonard & Courville 2013 (straight-through with σ′).",
             TrainState(),
         ),
         Preset(

@@ -26,7 +26,7 @@ from explorer.state import (
     editor_from_query,
     editor_to_query,
 )
-from explorer.ui.widgets import literal, show_formulas
+from explorer.ui.widgets import literal, show_chart, show_formulas
 
 MAX_PARAMS = expr.MAX_PARAMS
 MAX_CACHED = 16
@@ -219,7 +219,7 @@ def page() -> None:
         st.error(f"Cannot sweep this op: {literal(problem)}")
         points = figure = None
     if figure is not None:
-        st.plotly_chart(figure, key="editor.figure", config={"displaylogo": False})
+        show_chart(figure, key="editor.figure", filename=spec.key)
         st.subheader("Special points")
         if points.empty:
             st.caption("No special points declared or detected in [-3, 3].")

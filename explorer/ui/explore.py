@@ -7,6 +7,9 @@ state) and the URL is rewritten from it on every run.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
+import time
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -15,13 +18,13 @@ import streamlit as st
 import ops
 from explorer import loaded
 from explorer import state as url_state
-from explorer.explore import figures
+from explorer.explore import figures, view_html
 from explorer.explore.measures import COLUMNS as METRIC_COLUMNS
 from explorer.explore.measures import metrics_records
-from explorer.explore.points import display_columns
+from explorer.explore.points import display_columns, display_table
 from explorer.explore.sweeps import Sweep
 from explorer.ui import yours
-from explorer.ui.widgets import ReadyFigure, arrow_table, literal, show_figure, show_formulas
+from explorer.ui.widgets import ReadyFigure, arrow_table, literal, page_link, show_figure, show_formulas
 
 STATE_KEY = "explore.state"
 NOTICES_KEY = "explore.notices"
@@ -356,7 +359,8 @@ def _header(spec: ops.OpSpec) -> None:
     st.info(f"**Why.** {why}\n\n**From.** {spec.reference}")
 
 
-def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
+def _compare_section(state: url_state.ExploreState) -> tuple[url_state.ExploreState, Shown | None]:
+    """The compare section; returns the state with its controls and what it drew (None: nothing)."""
     st.subheader("Compare")
     spec = state.spec
     mode = st.radio(
@@ -389,7 +393,7 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
     else:
         if not spec.params:
             st.caption(f"`{spec.key}` has no parameters: compare several ops instead.")
-            return replace(state, compare="param")
+            return replace(state, compare="param"), None
         col_name, col_values = st.columns([1, 2])
         name = col_name.selectbox("Parameter", spec.param_names, key="w.cmp_param", on_change=_on_compare_param_change)
         text = col_values.text_input("Values (comma-separated)", key="w.cmp_values")
@@ -402,19 +406,19 @@ def _compare_section(state: url_state.ExploreState) -> url_state.ExploreState:
         st.warning(f"Ignored compare value {literal(problem)}.")
     if not runs:
         st.caption("Pick at least one op or value to compare.")
-        return state
+        return state, None
     try:
         resolved = tuple((key, tuple(sorted(loaded.get(key).resolve(p).items()))) for key, p in runs)
         figure, table = cached_compare((resolved, tuple(labels), (state.lo, state.hi, state.n, state.dtype, state.upstream)))
     except ValueError as error:
         st.error(f"Cannot compare: {literal(error)}")
-        return state
+        return state, None
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
-        show_figure(figure, key="compare_figure")
+        show_figure(figure, key="compare_figure", filename=f"{spec.key}_compare")
     with col_table:
         st.dataframe(table, hide_index=True)
-    return state
+    return state, Shown(figure, table)
 
 
 # -- a loaded function of any signature --------------------------------------------------------------------
@@ -529,7 +533,7 @@ def _signature_note(spec: ops.OpSpec, layout, view) -> str:
     )
 
 
-def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.ExploreState, View | None, ReadyFigure | None]:
+def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.ExploreState, View | None, Shown | None]:
     """The figure of a loaded function that is not one input, one output, elementwise."""
     st.info(f"**Shape.** `{state.op}` is {literal(layout.describe())}.")
     state, view = _signature_controls(state, layout)
@@ -543,13 +547,13 @@ def _signature_page(state: url_state.ExploreState, layout) -> tuple[url_state.Ex
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
         return state, None, None
     shown = cached_signature_shown((key, state.overlay))
-    show_figure(shown.figure, key="main_figure", config={"displaylogo": False})
+    show_figure(shown.figure, key="main_figure", filename=state.op)
     st.caption(_signature_note(shown_view.result.spec, layout, view))
     yours.graph_notes(state.op)
     for x, note in shown_view.undeclared:
         st.caption(f"Special point at {'t' if view.kind == 'line' else view.swept} = {x:.6g}: {note}")
     _points_and_metrics(shown_view, shown.metrics)
-    return state, shown_view, shown.figure
+    return state, shown_view, shown
 
 
 def _points_and_metrics(view, metrics) -> None:
@@ -563,8 +567,9 @@ def _points_and_metrics(view, metrics) -> None:
     st.dataframe(metrics, hide_index=True)
 
 
-def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state.ExploreState:
-    """Compare for a loaded function of any signature: the view at several values of one slider input."""
+def _signature_compare(state: url_state.ExploreState, layout, view) -> tuple[url_state.ExploreState, Shown | None]:
+    """Compare for a loaded function of any signature: the view at several values of one slider input; returns
+    the state and what it drew (None: nothing)."""
     from explorer.explore import signature_views as sv
 
     st.subheader("Compare")
@@ -574,7 +579,7 @@ def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state
             f"Nothing to compare here: `{state.op}` has no scalar input to hold at several values, and another "
             "function's view is drawn along its own inputs and line, so the curves would not share an axis."
         )
-        return state
+        return state, None
     sliders = url_state.input_params(state.op)
     if st.session_state.get("w.sig_cmp") not in held:
         st.session_state["w.sig_cmp"] = state.compare_input if state.compare_input in held else held[0]
@@ -593,19 +598,19 @@ def _signature_compare(state: url_state.ExploreState, layout, view) -> url_state
     state = replace(state, compare_input=name, compare_input_values=values or state.compare_input_values)
     if not values:
         st.caption("Give at least one value to compare.")
-        return state
+        return state, None
     try:
         keys = tuple(_signature_key(replace(state, inputs={**state.inputs, name: v}), view) for v in values)
         figure, table = cached_signature_compare((keys, tuple(f"{name} = {v:g}" for v in values)))
     except ValueError as error:
         st.error(f"Cannot compare: {literal(error)}")
-        return state
+        return state, None
     col_figure, col_table = st.columns([3, 2])
     with col_figure:
-        show_figure(figure, key="compare_figure")
+        show_figure(figure, key="compare_figure", filename=f"{state.op}_compare")
     with col_table:
         st.dataframe(table, hide_index=True)
-    return state
+    return state, Shown(figure, table)
 
 
 def page() -> None:
@@ -623,14 +628,15 @@ def page() -> None:
     layout = loaded.layout(spec.key) if loaded.is_loaded(spec.key) else None
     if layout is not None and layout.failure is not None:
         st.error(f"**Your op failed.** {literal(layout.failure)}. Other ops and every control still work.", icon="🛑")
-        _finish(state, spec, None, None)
+        _finish(state, spec, None, None, None)
         return
     if layout is not None and not layout.simple:
-        state, view, figure = _signature_page(state, layout)
+        state, view, shown = _signature_page(state, layout)
+        compared = None
         if view is not None:
             yours.checks(spec.key, state.resolved_params())
-            state = _signature_compare(state, layout, view.result.view)
-        _finish(state, spec, view, figure)
+            state, compared = _signature_compare(state, layout, view.result.view)
+        _finish(state, spec, view, shown, compared)
         return
 
     try:
@@ -642,10 +648,10 @@ def page() -> None:
         st.error(f"Cannot sweep: {literal(error)}. Change the control named above; everything else is kept.")
         view = None
 
+    shown = None
     if view is not None:
         shown = cached_shown((_key(state), state.overlay))
-        figure = shown.figure
-        show_figure(figure, key="main_figure", config={"displaylogo": False})
+        show_figure(shown.figure, key="main_figure", filename=spec.key)
         yours.graph_notes(spec.key)
         for x, note in view.undeclared:
             st.warning(f"Undeclared special point at x = {x:.6g}: {note}", icon="⚠️")
@@ -656,13 +662,16 @@ def page() -> None:
 
     if loaded.is_loaded(spec.key):
         yours.checks(spec.key, state.resolved_params())
-    state = _compare_section(state)
-    _finish(state, spec, view, figure if view is not None else None)
+    state, compared = _compare_section(state)
+    _finish(state, spec, view, shown, compared)
 
 
-def _finish(state: url_state.ExploreState, spec: ops.OpSpec, view: View | None, figure: ReadyFigure | None) -> None:
+def _finish(
+    state: url_state.ExploreState, spec: ops.OpSpec, view: View | None, shown: Shown | None, compared: Shown | None
+) -> None:
     """Downloads and the URL."""
-    if view is not None and figure is not None:
+    query = url_state.to_query(state)
+    if view is not None and shown is not None:
         result = view.result
         st.subheader("Downloads")
         col_csv, col_html = st.columns(2)
@@ -674,14 +683,80 @@ def _finish(state: url_state.ExploreState, spec: ops.OpSpec, view: View | None, 
             on_click="ignore",
         )
         col_html.download_button(
-            "Figure as standalone HTML",
-            data=lambda: figures.figure_html(figure.spec),
-            file_name=f"{spec.key}_figure.html",
+            "Download this view (HTML)",
+            data=_view_file(state, page_link(query), view, shown, compared),
+            file_name=f"{spec.key}_view.html",
             mime="text/html",
             on_click="ignore",
+            help="One file that opens offline in any browser, for a teammate without this server: the interactive "
+            "figures (plotly.js inside, about 5 MB), the link that reproduces this view, the checker's verdict and the "
+            "special-points and metrics tables. Made when you click (the checks take a second or two).",
         )
 
     st.session_state[STATE_KEY] = state
-    query = url_state.to_query(state)
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
+
+
+VIEW_CHECKS_SECONDS = 90.0  # a downloaded view waits this long for the checks (the browser waits 180 s for the file)
+
+
+def _view_file(state: url_state.ExploreState, link: str, view: View, shown: Shown, compared: Shown | None):
+    """The "Download this view" file of this view, as a function of no arguments: st.download_button calls it on the
+    click, in a thread of the server, so a rerun pays only for making the closure."""
+    spec, params = state.spec, state.resolved_params()  # the page's op (a loaded function's view has a spec of its own)
+
+    def build() -> str:
+        settings = ", ".join(f"{name} = {value:g}" for name, value in params.items())
+        subtitle = (
+            f"{settings + ' · ' if settings else ''}x from {state.lo:g} to {state.hi:g}, {state.n:,} points, {state.dtype}, "
+            f"upstream gradient dy = {state.upstream:g}"
+        )
+        charts = [view_html.Chart("Forward, true and custom gradient", shown.figure.to_dict(), spec.key)]
+        tables = [
+            view_html.Table(
+                "Special points", display_table(view.points),
+                "" if len(view.points) else "No special points in this range: forward and gradients are smooth here.",
+            ),
+            view_html.Table("Metrics", shown.metrics.to_pandas()),
+        ]  # fmt: skip
+        if compared is not None:
+            charts.append(view_html.Chart("Compare", compared.figure.to_dict(), f"{spec.key}_compare"))
+            tables.append(view_html.Table("Compared: metrics", compared.metrics.to_pandas()))
+        return view_html.view_html(
+            f"{spec.title} ({spec.key}) · Gradient Explorer", link, charts, tables,
+            verdict=_verdict(spec.key, params), subtitle=subtitle, saved_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        )  # fmt: skip
+
+    return build
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_SWEEPS)
+def _builtin_checks(key: str, params: tuple[tuple[str, float], ...]) -> tuple:
+    from explorer.checker import runner
+
+    return tuple(runner.check(key, **dict(params)))
+
+
+def _verdict(key: str, params: dict[str, float]) -> view_html.Verdict:
+    """The checker's verdict on op ``key`` at ``params`` for a downloaded view (never raises): a built-in op checked
+    here (about a second, once per op and parameters); a loaded op's checks from the background worker, which
+    the page has asked for already, waiting at most :data:`VIEW_CHECKS_SECONDS`."""
+    shown = ", ".join(f"{name} = {value:g}" for name, value in params.items())
+    what = f"{key}{f' at {shown}' if shown else ''}"
+    try:
+        if loaded.is_loaded(key):
+            future = loaded.checks(key, params)
+            if future.cancelled():  # another session's request for other parameters cancelled it: ask again
+                future = loaded.checks(key, params)
+            results = future.result(timeout=VIEW_CHECKS_SECONDS)
+        else:
+            results = _builtin_checks(key, tuple(sorted(params.items())))
+    except concurrent.futures.TimeoutError:
+        return view_html.Verdict(note=f"The checks of {what} had not finished {VIEW_CHECKS_SECONDS:g} s after the click.")
+    except Exception as error:  # noqa: BLE001 - the file is still made, saying why it has no verdict
+        return view_html.Verdict(note=f"The checks of {what} could not run: {type(error).__name__}: {error}")
+    return view_html.Verdict(
+        tuple(results),
+        f"The gradient checker on {what}, as python -m explorer verify runs it (a warning is not a failure).",
+    )

@@ -13,13 +13,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.train import preset_figures, presets
+from explorer.train import preset_figures, presets, spiking, ste_bias
 from explorer.train import trainer as train
+from explorer.ui.widgets import show_chart
 
 YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
 MONTE_CARLO_KEY = "train.yin_monte_carlo"
 YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
-VIEW_DEFAULTS = {YIN_STEPS_KEY: 3000, YIN_LR_KEY: 0.1, MONTE_CARLO_KEY: False}  # set whenever a preset loads
+STE_P_KEY, STE_T_KEY, STE_SURROGATE_KEY = "train.ste_p", "train.ste_t", "train.ste_surrogate"
+VIEW_DEFAULTS = {  # set whenever a preset loads
+    YIN_STEPS_KEY: 3000, YIN_LR_KEY: 0.1, MONTE_CARLO_KEY: False,
+    STE_P_KEY: 2.0, STE_T_KEY: ste_bias.DEFAULT_T, STE_SURROGATE_KEY: "atan",
+}  # fmt: skip
 
 
 def ratio_text(value: float) -> str:
@@ -71,9 +76,97 @@ def _dann() -> pd.DataFrame:
     return presets.dann()
 
 
+@st.cache_data(show_spinner="Training 36 spiking networks in time (scale x steepness x reset x 3 seeds)…", max_entries=1)
+def _spiking() -> pd.DataFrame:
+    return presets.spiking_contrasts()
+
+
+PAPER_CONTRASTS = (
+    "**What the paper reports** (Zenke & Vogels 2021, Fig. 5: bar charts of test accuracy; no numbers are copied "
+    "here): the scale of the surrogate derivative matters where its shape does not. A surrogate normalised "
+    "asymptotically, so that it tends to the step's true derivative and its peak grows with the steepness, loses "
+    "accuracy at large steepness, where a peak-normalised one does not; and leaving the reset out of the gradient "
+    "(detached) trains at least as well as differentiating through it."
+)
+
+
+def _spiking_contrasts_view() -> None:
+    st.markdown("##### The paper's two contrasts: surrogate scale and reset, in a spiking layer trained in time")
+    st.markdown(PAPER_CONTRASTS)
+    results = _spiking()
+    table = presets.spiking_contrast_table(results)
+    worst = table.loc[table["accuracy"].idxmin()]
+    peak = table[table["scale"] == "peak-normalised"]["accuracy"]
+    detached = table[table["reset"] == "detached"]["accuracy"]
+    exploded = table[(table["scale"] == "asymptotic") & (table["reset"] == "differentiable")]["grad_norm_init"].max()
+    st.markdown(
+        f"**This run shows** (two moons as a constant current into {spiking.HIDDEN} leaky integrate-and-fire units for "
+        f"{spiking.TIME_STEPS} steps, sigmoid surrogate, Adam, {spiking.STEPS} steps, mean over {spiking.SEEDS} seeds): "
+        f"peak-normalised surrogates reach **{peak.min():.3f} to {peak.max():.3f}** at every steepness and reset; with "
+        f"the reset detached every surrogate reaches **{detached.min():.3f} to {detached.max():.3f}**; the asymptotic "
+        f"scale with a differentiable reset falls to **{worst['accuracy']:.3f}** at β = {worst['steepness']:g}, its "
+        f"gradient at initialisation **{exploded:.3g}** in norm (the reset path multiplies the surrogate's peak "
+        "through time)."
+    )
+    show_chart(preset_figures.spiking_contrast_figure(table), key="train.preset_spiking")
+    with st.expander("Every configuration"):
+        st.dataframe(table, hide_index=True)
+    st.caption(
+        "Membrane v ← 0.9 v + Wx + b − s (threshold 1, subtractive reset), spike s = H(v − 1). Asymptotic: the "
+        "catalogue's sigmoid surrogate β s(βu) s(−βu) (area 1, peak β/4); peak-normalised: the same divided by its "
+        "peak. Detached: the reset term is a constant in the backward pass (tf.stop_gradient)."
+    )
+
+
 @st.cache_data(show_spinner="Training one network per surrogate and steepness…", max_entries=1)
 def _shape_scale() -> pd.DataFrame:
     return presets.shape_scale()
+
+
+@st.cache_data(show_spinner="SGD with five estimators and a catalogue surrogate, 5 seeds x 3,000 steps…", max_entries=64)
+def _ste_bias(p: float, t: float, surrogate: str) -> pd.DataFrame:
+    return presets.ste_bias(p, t, surrogate=surrogate)
+
+
+def _ste_bias_view() -> None:
+    for key, value in VIEW_DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+    col_p, col_t, col_op = st.columns(3)
+    p = col_p.selectbox("Exponent p", ste_bias.EXPONENTS, format_func=lambda v: f"{v:g}", key=STE_P_KEY)
+    t = col_t.slider("Target t", *ste_bias.T_RANGE, step=0.01, key=STE_T_KEY, help="below 1/2, so the optimum is q = 0")
+    surrogate = col_op.selectbox(
+        "Catalogue surrogate", ste_bias.spike_ops(), key=STE_SURROGATE_KEY,
+        help="b = H(θ − ℓ), ℓ = logit(ξ) so that P(b = 1) = σ(θ); the op's custom gradient stands for ∂b/∂θ",
+    )  # fmt: skip
+    closed = presets.ste_bias_closed_forms(p, t)
+    runs = _ste_bias(float(p), float(t), surrogate)
+    summary = presets.ste_bias_summary(runs, p, t)
+    rows = summary.set_index("estimator")["end q (mean over seeds)"]
+    q_star, optimum_loss, star_loss = closed["q"].iloc[1], closed["loss"].iloc[0], closed["loss"].iloc[1]
+    st.markdown(
+        r"Minimise $L(q) = E_{b \sim \mathrm{Bernoulli}(q)}\,|b - t|^p = q(1-t)^p + (1-q)\,t^p$ over $q = \sigma(\theta)$ "
+        r"by SGD on $\theta$ from $q = 1/2$. **Closed forms**: the optimum is $q = 0$ with loss $t^p$ = "
+        f"**{optimum_loss:.4f}**; straight-through differentiates $f(b) = |b-t|^p$ in $b$ as if $b$ were $q$, and its "
+        r"expectation vanishes at $q^* = \frac{t^{p-1}}{t^{p-1} + (1-t)^{p-1}}$ = "
+        f"**{q_star:.4f}**, loss **{star_loss:.4f}**."
+    )
+    labels = list(ste_bias.ESTIMATORS.values())
+    st.markdown(
+        f"**This run shows** (p = {p:g}, t = {t:g}, SGD learning rate 0.1, 3,000 steps, mean over 5 seeds of q averaged "
+        f"over the last {ste_bias.END_SHARE:.0%} of the steps): the exact gradient ends at q = **{rows[labels[0]]:.3f}**, "
+        f"REINFORCE at **{rows[labels[1]]:.3f}** and with a baseline at **{rows[labels[2]]:.3f}** (all heading for 0); "
+        f"straight-through settles at **{rows[labels[3]]:.3f}** (identity) and **{rows[labels[4]]:.3f}** (σ′), beside "
+        f"q* = {q_star:.3f}; the {surrogate} surrogate at **{rows.iloc[-1]:.3f}**."
+    )
+    st.dataframe(summary, hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in summary.columns[1:]})  # fmt: skip
+    show_chart(preset_figures.ste_bias_figure(runs, closed), key="train.preset_ste_bias")
+    st.caption(
+        "Every estimator sees the same uniform draws ξ (b = [ξ < q]), so the differences come from the gradient alone. "
+        "Straight-through: ∂b/∂θ taken as 1 (identity) or σ′(θ) (Bengio et al. 2013). REINFORCE: f(b)(b − q), the "
+        f"baseline a moving average of f (decay {ste_bias.BASELINE_DECAY:g}). The surrogate run trains through "
+        "the catalogue op's own @tf.custom_gradient. Faint lines: single seeds."
+    )
 
 
 def _preset_header(preset: presets.Preset) -> None:
@@ -116,7 +209,7 @@ def _yin_view() -> None:
         hide_index=True,
         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("start loss", "final loss", "highest loss", "final theta")},
     )
-    st.plotly_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
+    show_chart(preset_figures.yin2019_figure(histories), key="train.preset_yin")
     sweep = _yin_sweep()
     singular = sweep.loc[sweep["singular"], "theta"].tolist()
     st.markdown(
@@ -125,7 +218,7 @@ def _yin_view() -> None:
         f"inf/NaN (singular) at $\\theta$ = {', '.join(f'{t:.4g}' for t in singular)}, exactly where $w$ is parallel to $w^*$. "
         "So the model's own gradient is unusable where these runs sit; the STEs' coarse gradients are finite there."
     )
-    st.plotly_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
+    show_chart(preset_figures.yin2019_sweep_figure(sweep), key="train.preset_yin_sweep")
     if st.toggle("Check the closed forms against a TensorFlow @tf.custom_gradient STE (Monte Carlo)", key=MONTE_CARLO_KEY):
         check = _yin_monte_carlo()
         worst = float(check["z"].abs().max())
@@ -146,7 +239,7 @@ def _dann_view() -> None:
         f"seeds; reversal is better in {int(with_reversal['better in seeds'])} of {int(with_reversal['seeds'])} seeds."
     )
     st.dataframe(summary, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean target accuracy", "std", "min", "max")})
-    st.plotly_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
+    show_chart(preset_figures.dann_figure(per_seed), key="train.preset_dann")
     with st.expander("Every seed"):
         st.dataframe(per_seed, hide_index=True)
 
@@ -167,7 +260,7 @@ def _shape_scale_view() -> None:
     table = presets.shape_scale_table(results)
     st.caption("Accuracy after training, by surrogate and steepness (slope or alpha); '-': no steepness.")
     st.dataframe(table.style.format(precision=3, na_rep=""), hide_index=True)
-    st.plotly_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
+    show_chart(preset_figures.shape_scale_figure(results), key="train.preset_shape_scale")
     with st.expander("Every run"):
         st.dataframe(results, hide_index=True)
 
@@ -194,8 +287,11 @@ def view(key: str, live_session: train.Session | None = None) -> None:
             _yin_view()
         elif key == "dann":
             _dann_view()
+        elif key == "ste_bias":
+            _ste_bias_view()
         elif key == "zenke2021":
             _shape_scale_view()
+            _spiking_contrasts_view()
         else:
             _depth_view(live_session)
         if not preset.live and preset.state.runs:

@@ -53,7 +53,7 @@ from explorer.train.figures import (
     run_colour,
 )
 from explorer.ui import presets as preset_views
-from explorer.ui.widgets import ReadyFigure, literal, show_figure
+from explorer.ui.widgets import ReadyFigure, literal, page_link, show_chart, show_figure
 from ops import learnable
 
 SESSION_KEY = "train.session"
@@ -576,7 +576,7 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
     dataset = session.dataset
     st.subheader("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves")
     predictions = _predictions(session, epoch, results)
-    st.plotly_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
+    show_chart(prediction_figure(predictions, [r.run.label for r in results], dataset), key="train.predictions")
     history = pd.concat([r.history.assign(run=r.run.label) for r in results], ignore_index=True)
     st.download_button(
         "History as CSV",
@@ -585,6 +585,54 @@ def _results_view(session: train.Session, epoch: int, results: list[train.RunRes
         mime="text/csv",
         on_click="ignore",
     )
+    _view_download(session, epoch, results, predictions)
+
+
+def _view_download(session: train.Session, epoch: int, results: list[train.RunResult], predictions: list) -> None:
+    """"Download this view": the loss (and learned-parameter), gradient-flow and prediction figures, the results and
+    the settings as one HTML file that opens offline (:func:`explorer.explore.view_html.view_html`), made when
+    clicked; its link is the trained state with the epochs trained, so Start there trains the same runs again."""
+    from explorer.explore import view_html
+
+    state, dataset = session.state.replace(epochs=max(epoch, 1)), session.dataset
+    link = page_link(url_state.train_to_query(state), "train")
+    labels = [r.run.label for r in results]
+    histories = [r.history for r in results]
+    learned = [r for r in results if any(column.startswith(train.LEARNED_PREFIX) for column in r.history.columns)]
+    log_y = bool(st.session_state.get("train.log_y", False))
+
+    def build() -> str:
+        charts = [view_html.Chart("Loss", ReadyFigure(loss_figure_spec(histories, labels, log_y=log_y)).to_dict(), "training_loss")]
+        if learned:
+            spec = learned_figure_spec([r.history for r in learned], [r.run.label for r in learned])
+            charts.append(view_html.Chart("Learned parameters", ReadyFigure(spec).to_dict(), "learned_parameters"))
+        charts += [
+            view_html.Chart("Gradient flow through depth", ReadyFigure(layer_norm_figure_spec(histories, labels, epoch=epoch)).to_dict(), "gradient_flow"),
+            view_html.Chart("Decision boundaries" if dataset.input_dim == 2 else "Fitted curves", prediction_figure(predictions, labels, dataset), "predictions"),
+        ]  # fmt: skip
+        settings = {
+            "task": tasks.get(state.task).title, "points": state.n, "noise": state.noise,
+            "hidden layers x width": f"{state.depth} x {state.width}", "optimiser": OPTIMIZER_LABELS.get(state.optimizer, state.optimizer),
+            "learning rate": state.learning_rate, "batch size": state.batch_size or "full batch", "epochs trained": epoch, "seed": state.seed,
+        }  # fmt: skip
+        tables = [
+            view_html.Table("Results", _results_table(results), "Each run: op (gradient mode, parameters changed from the defaults) after its last epoch; every run started from the same weights and saw the same batches."),
+            view_html.Table("Settings", pd.DataFrame({"setting": list(settings), "value": [str(v) for v in settings.values()]})),
+        ]  # fmt: skip
+        return view_html.view_html(
+            f"Train: {tasks.get(state.task).title} · Gradient Explorer", link, charts, tables,
+            subtitle=f"{len(results)} runs, {epoch} epochs: " + ", ".join(labels),
+            link_note="Opens the Train page on the server that saved this file (you need access to it) with every "
+            "control of this training: Start trains it again (the same seed: the same initial weights and batches).",
+            saved_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        )  # fmt: skip
+
+    st.download_button(
+        "Download this view (HTML)", data=build, file_name=f"training_{dataset.name}_view.html", mime="text/html",
+        on_click="ignore",
+        help="One file that opens offline in any browser, for a teammate without this server: the interactive figures "
+        "(plotly.js inside, about 5 MB), the link to this training, the results and the settings.",
+    )  # fmt: skip
 
 
 # -- presets ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,7 @@ import streamlit as st
 from plotly.basedatatypes import BaseFigure
 
 import ops
+from explorer.explore.figures import chart_config
 
 
 def show_formulas(spec: ops.OpSpec) -> None:
@@ -331,7 +333,24 @@ def _with_sendable_arrays(value: Any, digest: Any = None) -> Any:
     return value
 
 
-def show_figure(figure: ReadyFigure, key: str, **kwargs: Any) -> None:
-    """``st.plotly_chart`` of a :class:`ReadyFigure`, which carries Streamlit's theme itself (``theme=None``)."""
-    st.plotly_chart(figure, key=key, theme=None, **kwargs)
+def show_figure(figure: ReadyFigure, key: str, filename: str | None = None, **kwargs: Any) -> None:
+    """``st.plotly_chart`` of a :class:`ReadyFigure`, which carries Streamlit's theme itself (``theme=None``); its
+    camera button saves ``<filename>.svg`` (default: the key), as every chart's does (:func:`show_chart`)."""
+    st.plotly_chart(figure, key=key, theme=None, config=chart_config(filename or key.replace(".", "_")), **kwargs)
+
+
+def show_chart(figure: BaseFigure, key: str, filename: str | None = None, **kwargs: Any) -> None:
+    """``st.plotly_chart`` of a plotly Figure in Streamlit's theme, its camera button saving ``<filename>.svg``
+    (default: the key). Every chart of the pages goes through here or :func:`show_figure`
+    (``tests/test_downloads.py`` checks that no page calls ``st.plotly_chart`` itself)."""
+    st.plotly_chart(figure, key=key, config=chart_config(filename or key.replace(".", "_")), **kwargs)
+
+
+def page_link(query: Mapping[str, str], page: str = "") -> str:
+    """The address that reproduces a page's view: the page as the browser sees it (``st.context.url``: scheme,
+    host, port and any path a proxy adds, without the query) with ``query``. Without a browser (AppTest, a client
+    that does not report its URL) the server's own port on localhost, with ``page`` (its ``url_path``)."""
+    base = st.context.url or f"http://localhost:{st.get_option('server.port')}/{page}"
+    base = base if urlsplit(base).path else f"{base}/"  # the root page: "http://host:port/", as a browser shows it
+    return f"{base}?{urlencode(query, safe=',:')}" if query else base
 

@@ -67,7 +67,7 @@ def test_training_updates_the_loss_chart_then_shows_results(app):
     epochs.fill(str(EPOCHS))
     epochs.press("Enter")
     app.settle()
-    assert app.grid_rows(0) == [[spec.key, "custom", ""], [spec.key, "true", ""]]
+    assert app.grid_rows(0) == [[spec.key, "custom", "", "false"], [spec.key, "true", "", "false"]]  # op, mode, params, learn
 
     app.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
     # Events, not a clock: the loss chart has points while Stop is enabled, then more while it still is.
@@ -124,7 +124,7 @@ def test_five_users_at_once_see_only_their_own_op_and_runs(chromium_path, app_se
         assert user.explore_title == spec.title
         assert user.explore_query["op"] == [spec.key]
         assert float(user.explore_query[f"p.{name}"][0]) == pytest.approx(value)
-        assert user.runs_table == [[spec.key, "custom", ""], [spec.key, "true", ""]]
+        assert user.runs_table == [[spec.key, "custom", "", "false"], [spec.key, "true", "", "false"]]
         assert user.runs == _labels(spec), user
         # exactly the epochs typed before Start: a stale value once trained these users for 300
         assert user.final_loss_points == dict.fromkeys(_labels(spec), USER_EPOCHS), user
