@@ -604,14 +604,14 @@ _CHECKS: OrderedDict[tuple, concurrent.futures.Future] = OrderedDict()
 
 
 def _checks_here(key: str, params: dict, time_limit: float) -> tuple:
-    from explorer.checker import user as usercheck  # keras and the checks load only when a check is asked for
+    from explorer.checker import plan  # keras and the checks load only when a check is asked for
 
-    return tuple(usercheck.check_function(get(key), time_limit=time_limit, **params))
+    return tuple(plan.check_function(get(key), time_limit=time_limit, **params))
 
 
 def _run_checks(key: str, params: dict, time_limit: float) -> tuple:
     """The checks in the background worker; a worker that does not return or ends is one failed row."""
-    from explorer.checker.checks import Check
+    from explorer.checker.common import Check
 
     try:
         return _call(1, _checks_here, key, params, time_limit, time_limit=worker.check_seconds())
@@ -620,7 +620,7 @@ def _run_checks(key: str, params: dict, time_limit: float) -> tuple:
 
 
 def checks(key: str, params: Mapping[str, float], *, time_limit: float = CHECK_TIME_LIMIT) -> concurrent.futures.Future:
-    """The checker's results (a tuple of :class:`explorer.checker.checks.Check`) for loaded op ``key`` at
+    """The checker's results (a tuple of :class:`explorer.checker.common.Check`) for loaded op ``key`` at
     ``params``, as a Future: computed once per (op, parameters) in the background worker (one core, so a
     sweep keeps the other). Asking for other parameters of the same op cancels its requests not yet
     started: a slider dragged through ten values checks the one it stops at."""
@@ -647,16 +647,10 @@ MAX_VIEW_SPECS = 16  # view ops kept per process (each holds its compiled sweep 
 
 
 def find_layout(spec: ops.OpSpec):
-    """:func:`explorer.explore.signature_views.find_layout` with the checker's input assignments
-    (:func:`explorer.checker.general.find_inputs`). Calls the user's code: in the worker (or a test)."""
-    from explorer.checker import general
+    """:func:`explorer.explore.signature_views.find_layout`. Calls the user's code: in the worker (or a test)."""
     from explorer.explore import signature_views
 
-    user = spec.user_function
-    params = spec.defaults()
-    found = general.find_inputs(user, lambda inputs: user.call_all(inputs, params))
-    failure = None if found.working else general.no_inputs_message(user, found)
-    return signature_views.find_layout(spec, found, failure)
+    return signature_views.find_layout(spec)
 
 
 def _layout_here(key: str):

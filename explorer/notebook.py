@@ -18,7 +18,7 @@ A layer is swept through itself: its forward, and its input gradient as the cust
 reshaped to ``(n, 1)``). Its true gradient is the float64 central difference of its forward (see
 :mod:`ops.user`), computed by a second instance built with ``dtype="float64"`` (the first one's weights copied)
 when the constructor takes it; otherwise the layer's own float32 values make the true gradient noisy, about
-1e-2 relative. ``check`` runs the layer checks of :mod:`explorer.checker.user` on the class.
+1e-2 relative. ``check`` runs the layer checks of :mod:`explorer.checker.plan` on the class.
 
 The figures are the app's own (:func:`explorer.explore.figures.main_figure`, ``compare_figure``,
 :func:`explorer.train.figures.loss_figure`); the verdicts are the checker's (:func:`explorer.checker.runner.check`
@@ -214,7 +214,7 @@ class CheckReport:
     """The checker's verdict on one target: ``ok`` is True when no check failed (warnings allowed)."""
 
     op: str
-    checks: tuple  # of explorer.checker.checks.Check
+    checks: tuple  # of explorer.checker.common.Check
 
     @property
     def ok(self) -> bool:

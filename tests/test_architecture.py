@@ -141,7 +141,7 @@ PUBLIC_NAMES = [
     "explorer.sweep", "explorer.Sweep", "explorer.decimate", "explorer.special_points", "explorer.metrics",
     "explorer.metrics_table", "explorer.testing.assert_custom_gradient", "explorer.train.compare",
     "explorer.train.Run", "explorer.train.Session", "explorer.explore.figures.main_figure",
-    "explorer.checker.runner.check", "explorer.checker.user.TIME_LIMIT", "explorer.train.presets.yin2019",
+    "explorer.checker.runner.check", "explorer.checker.common.TIME_LIMIT", "explorer.testing.GradientCheckWarning", "ops.inputs.find_inputs", "explorer.train.presets.yin2019",
     "ops.get", "ops.names", "ops.from_function", "ops.SurrogateLayer", "ops.OpSpec",
 ]
 

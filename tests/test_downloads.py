@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 import ops
 from explorer import state as url_state
-from explorer.checker.checks import Check
+from explorer.checker.common import Check
 from explorer.explore import figures, view_html
 from explorer.explore.points import display_table, special_points
 from tests.view_file import read_view, recording_downloads, values

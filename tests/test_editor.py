@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import expr
-from explorer.checker import user as usercheck
+from explorer.checker import plan
 from explorer.state import EDITOR_URL_KEYS
 from tests.shown import shown
 
@@ -59,7 +59,7 @@ def test_default_example_renders(default_app):
     assert len(app.latex) == 2
     # in the checker's order, each in the box of its level: the spike surrogate differs from autodiff of the step
     # (0) and an editor op's description is no justification, so vs_autodiff warns; everything else passes
-    expected = [(name, "warn" if name == "vs_autodiff" else "pass") for name in usercheck.FUNCTION_CHECKS]
+    expected = [(name, "warn" if name == "vs_autodiff" else "pass") for name in plan.FUNCTION_CHECKS]
     assert checker_rows(app) == expected
     assert not app.error  # the example compiles and passes every check (warnings allowed)
 

@@ -75,9 +75,9 @@ def line(figure, name: str):
 
 
 def runner_checks() -> list[str]:
-    from explorer.checker import user
+    from explorer.checker import plan
 
-    return list(user.FUNCTION_CHECKS)
+    return list(plan.FUNCTION_CHECKS)
 
 
 def _app_sweep(target, **kwargs):
@@ -230,7 +230,7 @@ def test_a_failing_function_is_not_ok_and_its_failures_come_first_in_red():
 
 
 def test_the_report_escapes_messages_and_keeps_the_checkers_order():
-    from explorer.checker.checks import Check
+    from explorer.checker.common import Check
 
     checks = (Check("finite", True, "ok"), Check("graph", False, "x <b>broke</b>", "fail"),
               Check("vs_autodiff", True, "no why", "warn"))  # fmt: skip

@@ -11,6 +11,7 @@ from explorer import loaded
 from explorer.explore import signature_views as sv
 from explorer.explore import sweeps
 from explorer.explore.points import special_points
+from ops import inputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -32,14 +33,26 @@ def _sweep(spec, layout, view, n=201, params=None, dtype="float64"):
 
 
 def test_layouts_of_the_examples(safe_norm):
-    assert loaded.find_layout(_example("gradient_reversal", "grad_reverse")).elementwise
-    norm = loaded.find_layout(safe_norm)
+    assert sv.find_layout(_example("gradient_reversal", "grad_reverse")).elementwise
+    norm = sv.find_layout(safe_norm)
     assert not norm.elementwise and norm.shapes == ((4, 3),) and norm.outputs == 1 and not norm.simple
-    product = loaded.find_layout(_example("matmul", "matmul"))
+    product = sv.find_layout(_example("matmul", "matmul"))
     assert not product.elementwise and product.shapes == ((2, 3), (3, 4))
-    both = loaded.find_layout(_example("sin_cos", "sin_cos"))
+    both = sv.find_layout(_example("sin_cos", "sin_cos"))
     assert both.elementwise and both.outputs == 2 and not both.simple
-    assert loaded.find_layout(_example("square", "square_with_scaled_grad")).simple
+    assert sv.find_layout(_example("square", "square_with_scaled_grad")).simple
+
+
+def test_the_layout_takes_the_input_assignments_found_beside_the_function():
+    """A typed ops.inputs.Found: the one given is used as it is; without one the layout finds it the same way."""
+    spec = _example("matmul", "matmul")
+    user = spec.user_function
+    declared = inputs.find_inputs(ops.from_function(user.fn, input_shapes=[((5, 2), (2, 7))]).user_function, user.call_all)
+    assert [a.shapes for a in declared.working] == [((5, 2), (2, 7))]
+    assert sv.find_layout(spec, declared).shapes == ((5, 2), (2, 7))
+    assert sv.find_layout(spec).shapes == ((2, 3), (3, 4))  # the matrix-product rule, as the checker finds it
+    none = sv.find_layout(spec, inputs.Found(tried=["(4, 3), (4, 3)"]))
+    assert none.failure.startswith("matmul: no input shapes found that matmul accepts (tried (4, 3), (4, 3);")
 
 
 def test_safe_norm_on_a_line_through_the_origin(safe_norm):
@@ -65,7 +78,7 @@ def test_safe_norm_on_a_line_through_the_origin(safe_norm):
 
 def test_safe_norm_of_rows_on_a_seeded_line(safe_norm):
     """(4, 3) rows: s(t) = Σ_rows ‖x0_r + t u_r‖ and its derivative Σ_rows ⟨x_r, u_r⟩ / ‖x_r‖, in NumPy."""
-    layout = loaded.find_layout(safe_norm)
+    layout = sv.find_layout(safe_norm)
     view = sv.View(sv.LINE, "x", "x", 0, seed=3)
     result = _sweep(safe_norm, layout, view)
     x0, u, _ = sv.line(layout, "x", 3)
@@ -80,7 +93,7 @@ def test_safe_norm_of_rows_on_a_seeded_line(safe_norm):
 
 def test_matmul_along_a_line_with_b_fixed():
     spec = _example("matmul", "matmul")
-    layout = loaded.find_layout(spec)
+    layout = sv.find_layout(spec)
     result = _sweep(spec, layout, sv.View(sv.LINE, "a", "a", 0, seed=1))
     a0, u, fixed = sv.line(layout, "a", 1)
     b = fixed["b"]
@@ -93,7 +106,7 @@ def test_matmul_along_a_line_with_b_fixed():
 
 def test_grad_reverse_curves_in_x_and_lam():
     spec = _example("gradient_reversal", "grad_reverse")
-    layout = loaded.find_layout(spec)
+    layout = sv.find_layout(spec)
     result = _sweep(spec, layout, sv.View(sv.CURVE, "x", "x", 0), params={"lam": 0.75})
     x = result["x"].to_numpy()
     np.testing.assert_allclose(result["forward"], x)
@@ -112,7 +125,7 @@ def test_grad_reverse_curves_in_x_and_lam():
 
 def test_sin_cos_output_choice_and_sum():
     spec = _example("sin_cos", "sin_cos")
-    layout = loaded.find_layout(spec)
+    layout = sv.find_layout(spec)
     cos = _sweep(spec, layout, sv.View(sv.CURVE, "x", "x", 1))
     x = cos["x"].to_numpy()
     np.testing.assert_allclose(cos["forward"], np.cos(x), rtol=1e-12, atol=1e-15)
@@ -124,7 +137,7 @@ def test_sin_cos_output_choice_and_sum():
 
 
 def test_an_invalid_view_falls_back_to_the_defaults(safe_norm):
-    layout = loaded.find_layout(safe_norm)
+    layout = sv.find_layout(safe_norm)
     view = sv.validate_view(layout, sv.View(sv.CURVE, "nope", "nope", 5, seed=2))
     assert view == sv.View(sv.LINE, "x", "x", 0, 2, False)
 

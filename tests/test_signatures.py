@@ -30,9 +30,10 @@ from examples.safe_norm import safe_norm
 from examples.scale_by_variable import scale, scaled
 from examples.sin_cos import sin_cos
 from explorer import testing
-from explorer.checker import general, guardrail, runner
-from explorer.checker import user as usercheck
+from explorer.checker import any_signature, elementwise, guardrail, plan, runner
+from explorer.checker.common import Subject
 from explorer.testing import GradientCheckWarning
+from ops import inputs
 
 
 def by_name(results):
@@ -41,7 +42,7 @@ def by_name(results):
 
 def found_for(fn, **declarations):
     user = ops.from_function(fn, **declarations).user_function
-    return user, general.find_inputs(user, lambda inputs: user.call_all(inputs))
+    return user, inputs.find_inputs(user, lambda tensors: user.call_all(tensors))
 
 
 # -- the example functions compute what they say (independent NumPy references) -----------------------------
@@ -49,18 +50,18 @@ def test_the_correct_examples_have_the_textbook_gradients():
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(2, 3)), rng.normal(size=(3, 4))
     dy = rng.normal(size=(2, 4))
-    ev = general.evaluate(lambda i: matmul(*i), general.tensors([a, b], "float64"), [tf.constant(dy)])
+    ev = any_signature.evaluate(lambda i: matmul(*i), inputs.tensors([a, b], "float64"), [tf.constant(dy)])
     np.testing.assert_allclose(ev.input_grads[0].numpy(), dy @ b.T)
     np.testing.assert_allclose(ev.input_grads[1].numpy(), a.T @ dy)
     x = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]])  # the zero vector: a finite subgradient, 0
-    ev = general.evaluate(lambda i: safe_norm(*i), general.tensors([x], "float64"))
+    ev = any_signature.evaluate(lambda i: safe_norm(*i), inputs.tensors([x], "float64"))
     np.testing.assert_allclose(ev.outputs[0].numpy(), [5.0, 0.0])
     np.testing.assert_allclose(ev.input_grads[0].numpy(), [[0.6, 0.8, 0.0], [0.0, 0.0, 0.0]])
     x, bias = rng.normal(size=(4, 3)), rng.normal(size=(3,))
-    ev = general.evaluate(lambda i: bias_add(*i), general.tensors([x, bias], "float64"), 2.0)
+    ev = any_signature.evaluate(lambda i: bias_add(*i), inputs.tensors([x, bias], "float64"), 2.0)
     np.testing.assert_allclose(ev.input_grads[1].numpy(), np.full(3, 8.0))  # 4 rows of upstream 2
     t = np.linspace(-1.0, 1.0, 5)
-    ev = general.evaluate(lambda i: sin_cos(*i), general.tensors([t], "float64"))
+    ev = any_signature.evaluate(lambda i: sin_cos(*i), inputs.tensors([t], "float64"))
     np.testing.assert_allclose(ev.input_grads[0].numpy(), np.cos(t) - np.sin(t))
 
 
@@ -84,7 +85,7 @@ def test_declared_input_shapes_win():
     user, found = found_for(bias_add, input_shapes=[((6, 2), (2,)), ((3, 7), (7,))])
     assert [a.shapes for a in found.working] == [((6, 2), (2,)), ((3, 7), (7,))]
     assert {a.rule for a in found.working} == {"declared"}
-    result = by_name(usercheck.check_function(ops.from_function(bias_add, input_shapes=[((6, 2), (2,)), ((3, 7), (7,))])))
+    result = by_name(plan.check_function(ops.from_function(bias_add, input_shapes=[((6, 2), (2,)), ((3, 7), (7,))])))
     assert result["shape_dtype"].level == "pass" and "x (6, 2), bias (2,)" in result["shape_dtype"].message
 
 
@@ -94,21 +95,21 @@ def test_a_function_whose_inputs_cannot_be_found_is_not_checked_and_fails_saying
         """A forward for vectors of 7 only; the backward is wrong whatever it is given: (1000 dy, -5 dy)."""
         return tf.ensure_shape(x, (7,)) * y, lambda dy: (1000.0 * dy, -5.0 * dy)
 
-    results = by_name(usercheck.check_function(ops.from_function(needs_seven)))
+    results = by_name(plan.check_function(ops.from_function(needs_seven)))
     row = results["shape_dtype"]
     assert row.level == "fail" and row.message.startswith("not checked: no input shapes found that needs_seven accepts")
     assert "input_shapes" in row.message and "GRADIENT_EXPLORER" in row.message
     # nothing was checked, so nothing passes: every row fails and says so
-    assert [r.level for r in results.values()] == ["fail"] * len(usercheck.FUNCTION_CHECKS)
+    assert [r.level for r in results.values()] == ["fail"] * len(plan.FUNCTION_CHECKS)
     assert all(r.message.startswith("not checked: ") for r in results.values())
     with pytest.raises(AssertionError, match="7 of 7 checks failed"):
         testing.assert_custom_gradient(needs_seven)
     # declared, it is checked: the backward (1000 dy, -5 dy) is not the product's gradient (dy y, dy x)
-    declared = by_name(usercheck.check_function(ops.from_function(needs_seven, input_shapes=[((7,), (7,))])))
+    declared = by_name(plan.check_function(ops.from_function(needs_seven, input_shapes=[((7,), (7,))])))
     assert declared["shape_dtype"].level == "pass" and declared["vs_autodiff"].level == "warn"
     assert "input x:" in declared["vs_autodiff"].message and "input y:" in declared["vs_autodiff"].message
     # declared with a scalar y, its gradient -5 dy is not summed back: the declaration is checked as given
-    scalar_y = by_name(usercheck.check_function(ops.from_function(needs_seven, input_shapes=[((7,), ())])))
+    scalar_y = by_name(plan.check_function(ops.from_function(needs_seven, input_shapes=[((7,), ())])))
     assert "input y: gradient has shape (7,), expected ()" in scalar_y["shape_dtype"].message
 
 
@@ -149,8 +150,7 @@ def test_a_flag_is_checked_at_both_values():
     results = by_name(testing.assert_custom_gradient(binarize))
     assert results["graph"].message.endswith("with clip=False (its default, not passed) (at clip=False and clip=True)")
     # the row of the other value, as the check made it: clip is positional-only, so it is passed positionally
-    spec = ops.from_function(binarize)
-    at_true = usercheck.check_graph(spec, spec.resolve({}), {"clip": True})
+    at_true = elementwise.graph_on_sweep(Subject.of(binarize), {"clip": True})
     assert at_true.level == "pass" and at_true.message.endswith("with clip=True positionally")
 
 
@@ -169,7 +169,7 @@ def test_a_domain_is_inferred_from_the_float64_forward():
 # -- verdicts of the broken ones: the named check, the input and the cause --------------------------------------
 @pytest.mark.slow
 def test_a_bias_gradient_not_summed_back_fails_shape_dtype_naming_the_bias():
-    results = by_name(usercheck.check_function(ops.from_function(bias_add_unreduced)))
+    results = by_name(plan.check_function(ops.from_function(bias_add_unreduced)))
     row = results["shape_dtype"]
     assert row.level == "fail" and "input bias: gradient has shape (4, 3), expected ()" in row.message
     with pytest.raises(AssertionError, match="input bias"):
@@ -188,7 +188,7 @@ def test_a_bias_gradient_not_summed_back_fails_shape_dtype_naming_the_bias():
     ],
 )
 def test_a_broken_function_fails_the_named_check(fn, check, says):
-    results = by_name(usercheck.check_function(ops.from_function(fn)))
+    results = by_name(plan.check_function(ops.from_function(fn)))
     assert results[check].level == "fail", results[check]
     for text in says:
         assert text in results[check].message, (text, results[check].message)
@@ -210,7 +210,7 @@ SAME_SHAPES = {"input_shapes": [((4, 3), (4, 3)), ((2, 5), (2, 5))]}  # its y gr
 
 def test_directional_check_finds_a_documented_wrong_gradient_of_one_input_only():
     """Through the docstring path: the docstring is quoted as context and excuses nothing."""
-    results = by_name(usercheck.check_function(ops.from_function(product_wrong_y, **SAME_SHAPES)))
+    results = by_name(plan.check_function(ops.from_function(product_wrong_y, **SAME_SHAPES)))
     result = results["vs_autodiff"]
     assert result.level == "warn" and "input y:" in result.message and "input x:" not in result.message
     assert "a constant 2 times the numerical one" in result.message  # d(x*y)/dy = x; the backward gives 2x
@@ -230,7 +230,7 @@ def test_the_guardrail_warns_for_a_documented_wrong_gradient_with_its_shapes_dec
     assert declared["vs_autodiff"].level == "pass" and "Why: y's rate doubled" in declared["vs_autodiff"].message
 
 
-class AtZero(general.Assignment):
+class AtZero(inputs.Assignment):
     """x exactly 0 (on the kink of |x|), y ones."""
 
     def values(self, seed):
@@ -243,14 +243,15 @@ def test_directional_check_on_a_kink_is_not_a_wrong_gradient():
         """|x| + y; at x = 0 the backward takes the right-hand slope, 1."""
         return tf.abs(x) + y, lambda dy: (dy * tf.where(x >= 0, tf.ones_like(x), -tf.ones_like(x)), dy)
 
-    user = ops.from_function(abs_plus).user_function
-    found = general.Found(working=[AtZero(((3,), (3,)), "declared")])
-    rows = general._directional(user, {}, {}, lambda i: user.call_all(i), found.working[0], 1)
+    spec = ops.from_function(abs_plus)
+    user = spec.user_function
+    found = inputs.Found(working=[AtZero(((3,), (3,)), "declared")])
+    rows = any_signature.directional_rows(user, {}, {}, lambda i: user.call_all(i), found.working[0], 1)
     x_rows = [r for r in rows if r["input"] == "x"]
     # the reference: the central difference of |t u| at t = 0 is 0, the one-sided ones are +-sum(v |u|)
     assert all(r["numerical"] == pytest.approx(0.0, abs=1e-9) and not r["smooth"] for r in x_rows)
     assert all(r["smooth"] for r in rows if r["input"] == "y")
-    result = general.check_vs_autodiff(user, found, lambda flags: lambda i: user.call_all(i, {}, flags), {}, "")
+    result = any_signature.vs_autodiff_directional(Subject(spec, {}, found))
     assert result.level == "pass" and "sit on a kink or jump" in result.message
 
 
@@ -343,11 +344,10 @@ def test_a_factory_closure_bound_at_module_level_is_found_and_checked(tmp_path):
 def test_keras_fit_builds_and_fits_a_model_at_two_input_assignments():
     """A product and a bias add are fitted at two assignments of different shapes each, the matmul at
     (2, 3) @ (3, 4) and (5, 2) @ (2, 3) (m, k, n all different: a missing transpose cannot fit both)."""
-    user, found = found_for(matmul)
-    result = general.check_keras_fit(user, found, lambda inputs: user.call_all(inputs))
+    spec = ops.from_function(matmul)
+    result = any_signature.keras_fit_at_assignments(Subject(spec, {}, found_for(matmul)[1]))
     assert result.level == "pass"
     assert "inputs a (2, 3), b (3, 4)" in result.message and "inputs a (5, 2), b (2, 3)" in result.message
     assert result.message.count("after it (finite)") == 2
-    user, found = found_for(bias_add)
-    result = general.check_keras_fit(user, found, lambda inputs: user.call_all(inputs))
+    result = any_signature.keras_fit_at_assignments(Subject(ops.from_function(bias_add), {}, found_for(bias_add)[1]))
     assert result.level == "pass" and "and at another input assignment" in result.message

@@ -18,8 +18,8 @@ import tensorflow as tf
 
 import ops
 from explorer import testing
-from explorer.checker import checks, discover, guardrail, runner
-from explorer.checker import user as usercheck
+from explorer.checker import checks, discover, guardrail, layer, plan, runner
+from explorer.checker.common import LEVELS, Check, Subject
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "CustomSquareLayer")
@@ -61,8 +61,8 @@ def test_verify_examples_exits_1_and_checks_every_function_and_layer(examples_ru
     code, rows = examples_run
     assert code == 1  # the pitfalls fail
     assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, "clipped_identity"}
-    assert list(rows_of(examples_run, "stable_softplus")) == list(usercheck.FUNCTION_CHECKS)
-    assert list(rows_of(examples_run, "CustomSquareLayer")) == list(usercheck.LAYER_CHECKS)
+    assert list(rows_of(examples_run, "stable_softplus")) == list(plan.FUNCTION_CHECKS)
+    assert list(rows_of(examples_run, "CustomSquareLayer")) == list(plan.LAYER_CHECKS)
 
 
 @pytest.mark.slow
@@ -199,21 +199,21 @@ def exp_op(x):
     ],
 )
 def test_a_broken_backward_fails_finite_and_names_why(fn, names):
-    result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(fn), {}))
+    result = plan.run_limited("finite", lambda: checks.check_finite(Subject.of(fn)))
     assert result.level == "fail"
     for name in names:
         assert name in result.message
 
 
 def test_a_forward_overflow_with_a_representable_true_value_fails():
-    result = usercheck.check_finite(ops.from_function(naive_log1pexp), {})
+    result = checks.check_finite(Subject.of(naive_log1pexp))
     assert result.level == "fail"
     assert "float32: the forward overflows to inf at x = 100" in result.message
     assert "100" in result.message.split("true value")[1]  # log(1 + e^100) = 100 fits float32
 
 
 def test_a_forward_overflow_of_an_unrepresentable_value_is_only_noted():
-    result = usercheck.check_finite(ops.from_function(exp_op), {})
+    result = checks.check_finite(Subject.of(exp_op))
     assert result.level == "pass"
     assert "noted" in result.message and "float32 forward overflows" in result.message
 
@@ -232,7 +232,7 @@ def test_a_hung_check_fails_within_the_time_limit():
     # No stopwatch: the backward hangs until released after the result, so a check that waited for it
     # would only come back after 60 s, and with a pass, not a TimeoutError.
     try:
-        result = usercheck.run_limited("finite", lambda: usercheck.check_finite(ops.from_function(hung_backward), {}), 0.3)
+        result = plan.run_limited("finite", lambda: checks.check_finite(Subject.of(hung_backward)), 0.3)
     finally:
         release.set()
     assert result.level == "fail" and "TimeoutError" in result.message and "0.3 s" in result.message
@@ -242,16 +242,16 @@ def test_after_a_timeout_the_remaining_checks_are_not_run():
     ran = []
     release = threading.Event()
 
-    def slow() -> checks.Check:
+    def slow() -> Check:
         release.wait(60)  # hangs until the plan has come back, however slow the machine
-        return checks.Check("finite", True, "ok")
+        return Check("finite", True, "ok")
 
-    def later() -> checks.Check:
+    def later() -> Check:
         ran.append("later")
-        return checks.Check("graph", True, "ok")
+        return Check("graph", True, "ok")
 
     try:
-        results = usercheck._run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
+        results = plan.run_plan([("finite", slow), ("graph", later), ("keras_fit", later)], time_limit=0.2)
     finally:
         release.set()
     assert [r.level for r in results] == ["fail", "warn", "warn"] and not ran
@@ -262,7 +262,7 @@ def test_graph_passes_a_keyword_parameter_even_when_its_range_ends_at_the_defaul
     from examples.pitfall_keyword_parameter import scaled_identity
 
     spec = ops.from_function(scaled_identity, ranges={"slope": (1.0, 25.0)})  # (value + high) / 2 == default
-    result = usercheck.check_graph(spec, spec.resolve({}))
+    result = checks.check_graph(Subject.of(spec))
     assert result.level == "fail" and "by keyword" in result.message and "ValueError" in result.message
     assert "slope=25 " not in result.message  # a value other than the default was passed
 
@@ -276,8 +276,8 @@ def test_a_layer_that_needs_constructor_arguments_is_not_checked_and_fails():
         def call(self, inputs):
             return inputs * self.units
 
-    results = usercheck.check_layer(Scaled, functions=[])
-    assert [r.name for r in results] == list(usercheck.LAYER_CHECKS)
+    results = plan.check_layer(Scaled, functions=[])
+    assert [r.name for r in results] == list(plan.LAYER_CHECKS)
     # nothing checked is not a pass: each row fails, naming the argument to give a default
     assert all(r.level == "fail" and r.message.startswith("not checked: Scaled() needs") for r in results)
     assert all("units" in r.message for r in results)
@@ -287,7 +287,7 @@ def test_run_limited_turns_any_exception_into_a_failed_check():
     def boom():
         raise SystemExit(3)
 
-    result = usercheck.run_limited("graph", boom)
+    result = plan.run_limited("graph", boom)
     assert result.name == "graph" and result.level == "fail" and "SystemExit" in result.message
 
 
@@ -297,9 +297,9 @@ def test_declared_points_that_disagree_with_the_data_warn():
         """A step at 0.5 with a straight-through backward."""
         return tf.cast(x > 0.5, x.dtype), lambda dy: dy
 
-    listed = usercheck.check_special_points(ops.from_function(step), {})
+    listed = checks.check_special_points(Subject.of(step))
     assert listed.level == "pass" and "x = 0.5 (jump)" in listed.message and "none declared" in listed.message
-    wrong = usercheck.check_special_points(ops.from_function(step, points=[(0.0, "jump")]), {})
+    wrong = checks.check_special_points(Subject.of(ops.from_function(step, points=[(0.0, "jump")])))
     assert wrong.level == "warn"
     assert "detected but not declared: x = 0.5 (jump)" in wrong.message
     assert "declared but not detected: x = 0 (jump)" in wrong.message
@@ -307,7 +307,7 @@ def test_declared_points_that_disagree_with_the_data_warn():
 
 def test_a_declared_forward_that_is_not_the_functions_forward_fails_vs_autodiff():
     spec = ops.from_function(exp_op, forward=lambda x: x * x)
-    result = usercheck.check_vs_autodiff(spec, {})
+    result = checks.check_vs_autodiff(Subject.of(spec))
     assert result.level == "fail" and "declared forward differs" in result.message
 
 
@@ -328,14 +328,14 @@ def square_for_layers(x):
 
 
 def test_a_registered_layer_saves_and_loads():
-    result = usercheck.check_keras_save(RegisteredSquare)
+    result = layer.check_keras_save(RegisteredSquare)
     assert result.level == "pass" and "same output and input gradient" in result.message
 
 
 def test_a_layer_that_bypasses_the_custom_gradient_fails_input_gradient():
     functions = [("square_for_layers", square_for_layers)]
-    assert usercheck.check_input_gradient(RegisteredSquare, functions).level == "pass"
-    result = usercheck.check_input_gradient(BypassingSquare, functions)
+    assert layer.check_input_gradient(RegisteredSquare, functions).level == "pass"
+    result = layer.check_input_gradient(BypassingSquare, functions)
     assert result.level == "fail" and "bypasses square_for_layers" in result.message
 
 
@@ -436,7 +436,7 @@ def test_assert_custom_gradient_passes_a_good_function_and_layer():
     from examples.square import CustomSquareLayer
 
     results = testing.assert_custom_gradient(stable_softplus)
-    assert [r.name for r in results] == list(usercheck.FUNCTION_CHECKS)
+    assert [r.name for r in results] == list(plan.FUNCTION_CHECKS)
     with pytest.warns(testing.GradientCheckWarning, match="^CustomSquareLayer: keras_save: not registered"):
         layer_results = testing.assert_custom_gradient(CustomSquareLayer)  # its keras_save warning is allowed
     assert [r.name for r in layer_results if r.level == "warn"] == ["keras_save"]
@@ -454,15 +454,25 @@ def test_assert_custom_gradient_lists_each_failed_check():
 
 
 def test_testing_does_not_import_streamlit():
-    source = Path(guardrail.__file__).read_text() + Path(testing.__file__).read_text() + Path(usercheck.__file__).read_text()
-    assert "streamlit" not in source.replace("Nothing here imports streamlit", "")
+    """Neither explorer.testing nor any checker module imports streamlit (lazy imports included)."""
+    import ast
+
+    paths = [Path(testing.__file__), *sorted(Path(guardrail.__file__).parent.glob("*.py"))]
+    imported = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+    assert {"tensorflow", "keras", "explorer"} <= imported and "streamlit" not in imported
 
 
 @pytest.mark.slow
 def test_checker_rows_have_the_check_record_fields(examples_run):
     for row in examples_run[1].values():
         assert set(row) == {"op", "check", "level", "passed", "message"}
-        assert row["level"] in checks.LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
+        assert row["level"] in LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
 
 
 @pytest.mark.slow
@@ -476,24 +486,24 @@ def test_verify_check_runs_the_user_checks_on_a_user_op(monkeypatch):
 
     def fake(spec, /, **params):
         calls.append((spec.key, params))
-        return [checks.Check("finite", True, "ok")]
+        return [Check("finite", True, "ok")]
 
-    monkeypatch.setattr(usercheck, "check_function", fake)
+    monkeypatch.setattr(plan, "check_function", fake)
     spec = ops.from_function(exp_op)
-    assert runner.check(spec) == [checks.Check("finite", True, "ok")]
+    assert runner.check(spec) == [Check("finite", True, "ok")]
     assert calls == [("exp_op", {})]
 
 
 def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
     def function_checks(spec, /, **params):
-        return [checks.Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
+        return [Check("vs_autodiff", True, "the custom gradient is half of autodiff", "warn")]
 
     def layer_checks(layer_class, functions=None, **kwargs):
         assert [name for name, _ in functions] == ["square_with_scaled_grad"]
-        return [checks.Check("keras_save", True, "not registered", "warn")]
+        return [Check("keras_save", True, "not registered", "warn")]
 
-    monkeypatch.setattr(usercheck, "check_function", function_checks)
-    monkeypatch.setattr(usercheck, "check_layer", layer_checks)
+    monkeypatch.setattr(plan, "check_function", function_checks)
+    monkeypatch.setattr(plan, "check_layer", layer_checks)
     monkeypatch.setattr(runner, "ISOLATE", False)  # the replaced checks exist in this process only
     assert runner.main([str(EXAMPLES / "square.py")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -538,10 +548,10 @@ def test_the_guardrail_leaves_the_callers_random_state_alone():
 
 
 def test_a_timeout_error_raised_by_the_users_code_is_not_a_time_limit():
-    def raises_timeout() -> checks.Check:
+    def raises_timeout() -> Check:
         raise TimeoutError("the user's own socket timed out")
 
-    result = usercheck.run_limited("finite", raises_timeout, time_limit=30)
+    result = plan.run_limited("finite", raises_timeout, time_limit=30)
     assert result.level == "fail" and "the check raised TimeoutError" in result.message
     assert "socket timed out" in result.message and "did not finish" not in result.message
 
@@ -556,7 +566,7 @@ def test_a_gradient_that_is_nan_everywhere_is_not_called_equal_to_the_true_one()
 
         return 2.0 * x, grad
 
-    result = usercheck.check_vs_autodiff(ops.from_function(nan_backward), {})
+    result = checks.check_vs_autodiff(Subject.of(nan_backward))
     assert result.level == "warn"
     assert "the custom gradient is not finite anywhere on [-3, 3]" in result.message
-    assert usercheck.check_finite(ops.from_function(nan_backward), {}).level == "fail"
+    assert checks.check_finite(Subject.of(nan_backward)).level == "fail"

@@ -12,9 +12,10 @@ import tensorflow as tf
 
 import ops
 from explorer import expr
-from explorer.checker import checks, runner, user
+from explorer.checker import checks, elementwise, plan, runner
+from explorer.checker.common import Check, Subject, where
 
-CHECK_NAMES = list(user.FUNCTION_CHECKS)
+CHECK_NAMES = list(plan.FUNCTION_CHECKS)
 
 
 def hand_op(key, *, forward=None, surrogate=None, backward=None, params=(), points=None, builtin=False):
@@ -42,21 +43,21 @@ def by_name(results):
 
 # -- the Check record ----------------------------------------------------------------------------------
 def test_a_warning_passes_and_only_a_failure_fails():
-    assert checks.Check("finite", True, "worth a look", "warn").passed
-    assert not checks.Check("finite", False, "bad", "fail").passed
+    assert Check("finite", True, "worth a look", "warn").passed
+    assert not Check("finite", False, "bad", "fail").passed
 
 
 def test_a_skip_is_not_a_failure_and_not_a_pass():
-    skipped = checks.Check("special_points", True, "does not apply", "skip")
+    skipped = Check("special_points", True, "does not apply", "skip")
     assert skipped.passed and skipped.level != "pass"
     with pytest.raises(ValueError, match="contradicts"):
-        checks.Check("special_points", False, "does not apply", "skip")
+        Check("special_points", False, "does not apply", "skip")
 
 
 @pytest.mark.parametrize("passed,level", [(True, "fail"), (False, "pass"), (True, "maybe")])
 def test_check_rejects_a_level_that_contradicts_passed(passed, level):
     with pytest.raises(ValueError, match="level"):
-        checks.Check("finite", passed, "message", level)
+        Check("finite", passed, "message", level)
 
 
 # -- every built-in op passes -------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def test_builtin_op_gets_the_hard_places_of_every_dtype(nan_where, named):
         points=lambda p, dtype: [],
         builtin=True,
     )
-    assert np.isfinite(op.surrogate_grad(checks._grid(op, {})).numpy()).all()
+    assert np.isfinite(op.surrogate_grad(elementwise.sweep_grid(op, {})).numpy()).all()
     finite = by_name(runner.check(op))["finite"]
     assert finite.level == "fail"
     for text in named:
@@ -127,7 +128,7 @@ def test_log1pexp_overflow_is_documented_by_its_declared_singular_point():
     catalogue declares a singular point: a note, not a failure (half types compute in float32)."""
     spec = ops.get("log1pexp")
     assert [round(p.x, 2) for p in spec.points(-np.inf, np.inf, "float16")] == [88.72]
-    finite = user.check_finite(spec, {})
+    finite = checks.check_finite(Subject.of(spec))
     assert finite.level == "pass"
     assert "float16 forward overflows at x = 1e+04, documented by a declared singular point" in finite.message
     assert "float32 forward overflows at x = 100, 1e+04, documented by a declared singular point" in finite.message
@@ -145,18 +146,18 @@ def naive_softplus(x):
 
 
 def test_users_naive_forward_that_overflows_fails_unless_a_singular_point_documents_it():
-    finite = user.check_finite(ops.from_function(naive_softplus), {})
+    finite = checks.check_finite(Subject.of(ops.from_function(naive_softplus)))
     assert finite.level == "fail"
     # (at 1e4 the float64 forward overflows too: that one is only noted)
     assert "float32: the forward overflows to inf at x = 100 although its true value (float64: 100) fits" in finite.message
     assert "float16: the forward overflows to inf at x = 12 although its true value (float64: 12) fits" in finite.message
     # a user's points hold for every dtype: one at float16's onset (log 65504 = 11.09) documents all three
     declared = ops.from_function(naive_softplus, points=[(11.0, "singular")])
-    finite = user.check_finite(declared, {})
+    finite = checks.check_finite(Subject.of(declared))
     assert finite.level == "pass"
     assert "float16 forward overflows at x = 12, 1e+04, documented by a declared singular point" in finite.message
     # a point on the other side of 0 documents nothing
-    assert user.check_finite(ops.from_function(naive_softplus, points=[(-11.0, "singular")]), {}).level == "fail"
+    assert checks.check_finite(Subject.of(ops.from_function(naive_softplus, points=[(-11.0, "singular")]))).level == "fail"
 
 
 def test_gradient_of_the_wrong_shape_is_caught():
@@ -251,8 +252,8 @@ def test_zero_gradient_trains_nothing_and_warns():
 
 def test_where_summarises_runs():
     x = np.linspace(-1.0, 1.0, 5)
-    assert checks._where(x, np.array([True, True, False, False, True])) == "x in [-1, -0.5] (2 points), x = 1"
-    assert checks._where(x, np.zeros(5, bool)) == "nowhere"
+    assert where(x, np.array([True, True, False, False, True])) == "x in [-1, -0.5] (2 points), x = 1"
+    assert where(x, np.zeros(5, bool)) == "nowhere"
 
 
 # -- the command line ----------------------------------------------------------------------------------------
@@ -276,7 +277,7 @@ def test_cli_json(capsys):
 
 def test_cli_exits_1_when_a_check_fails(monkeypatch, capsys):
     def failing(op, /, **params):
-        return [checks.Check("finite", False, "the custom gradient is NaN at x = 0", "fail")]
+        return [Check("finite", False, "the custom gradient is NaN at x = 0", "fail")]
 
     monkeypatch.setattr(runner, "check", failing)
     assert runner.main(["--op", "atan"]) == 1
@@ -286,9 +287,9 @@ def test_cli_exits_1_when_a_check_fails(monkeypatch, capsys):
 def test_a_skip_is_counted_apart_in_the_summary_and_the_record(monkeypatch, capsys, tmp_path):
     def three_levels(op, /, **params):
         return [
-            checks.Check("finite", True, "finite everywhere"),
-            checks.Check("special_points", True, "does not apply", "skip"),
-            checks.Check("vs_autodiff", True, "no justification declared", "warn"),
+            Check("finite", True, "finite everywhere"),
+            Check("special_points", True, "does not apply", "skip"),
+            Check("vs_autodiff", True, "no justification declared", "warn"),
         ]
 
     monkeypatch.setattr(runner, "check", three_levels)

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from explorer import loaded, worker
-from explorer.checker import user as usercheck
+from explorer.checker import plan
 from explorer.testing import assert_custom_gradient
 from tests.fixtures import crashing_ops
 from tests.processes import serving, started_children
@@ -95,8 +95,8 @@ def test_verify_checks_every_function_and_names_how_each_bad_one_ended():
     assert done.returncode == 1, done.stderr[-2000:]
     rows = json.loads(done.stdout)  # complete JSON: every function, every check
     functions = ["good_identity", *CAUSES]
-    assert [row["op"] for row in rows] == [name for name in functions for _ in usercheck.FUNCTION_CHECKS]
-    assert [row["check"] for row in rows] == list(usercheck.FUNCTION_CHECKS) * len(functions)
+    assert [row["op"] for row in rows] == [name for name in functions for _ in plan.FUNCTION_CHECKS]
+    assert [row["check"] for row in rows] == list(plan.FUNCTION_CHECKS) * len(functions)
     assert all(row["level"] == "pass" for row in rows if row["op"] == "good_identity")
     for name, cause in CAUSES.items():
         mine = [row for row in rows if row["op"] == name]
@@ -115,4 +115,4 @@ def test_the_guardrail_fails_each_bad_function_naming_the_cause_and_the_session_
     # the session goes on: the next call gets a working worker, which checks the good function of the same module
     monkeypatch.setenv(worker.process.CHECK_SECONDS_ENV, str(CHECK_SECONDS_VERIFY))  # the good one needs ~15 s
     results = assert_custom_gradient(crashing_ops.good_identity)
-    assert [(r.name, r.level) for r in results] == [(check, "pass") for check in usercheck.FUNCTION_CHECKS]
+    assert [(r.name, r.level) for r in results] == [(check, "pass") for check in plan.FUNCTION_CHECKS]

@@ -610,15 +610,14 @@ def measure_check(reps: Repetitions) -> dict[str, Any]:
     first (its tf.functions traced, Keras loaded) in this one process; the target is the median over the
     functions, the slowest is reported beside it."""
     import ops
-    from explorer.checker import discover
-    from explorer.checker import user as usercheck
+    from explorer.checker import discover, plan
 
     found = discover.discover(REPO_ROOT / "examples")
     seconds: dict[str, float] = {}
     for item in found.functions:
         spec = ops.from_function(item.obj, key=item.name, **discover.declarations(item))
-        usercheck.check_function(spec)  # warm-up
-        seconds[item.name] = _median_time(lambda spec=spec: usercheck.check_function(spec), reps.check)
+        plan.check_function(spec)  # warm-up
+        seconds[item.name] = _median_time(lambda spec=spec: plan.check_function(spec), reps.check)
     slowest = max(seconds, key=seconds.__getitem__)
     return {
         "check_seconds_per_function": statistics.median(seconds.values()),

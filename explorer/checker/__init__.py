@@ -1,13 +1,21 @@
 """Check one custom gradient: the checker behind ``python -m explorer verify``, the Editor's and the Explore
 page's check panels and the pytest guardrail (:mod:`explorer.testing`), with no streamlit.
 
-``checks`` holds the :class:`~explorer.checker.checks.Check` record and the helpers the checks share;
-``user`` runs the checks for every op (:func:`user.check_function`: a built-in is a function with declarations)
-and holds those of a one-input elementwise function (built-ins and editor ops included) and of a Keras layer;
-``general`` those of every other
-signature (several inputs or outputs, reductions, broadcasting, matrix products, captured variables); ``runner`` runs them (:func:`runner.check`,
-:func:`runner.check_targets`) and is the command line; ``discover`` finds the functions and layers in a file,
-directory or module; ``timelimit`` cuts off a call that does not return; ``guardrail`` is
-``assert_custom_gradient``, whose ``snapshot=`` pins the values (``snapshot``; ``pytest_plugin`` adds
-``pytest --update-snapshots``).
+Modules, named for what they hold:
+
+* ``common``: the :class:`~explorer.checker.common.Check` record (levels pass, skip, warn, fail), the
+  :class:`~explorer.checker.common.Subject` the checks take, each tolerance and the hard input values (once),
+  and the public helpers that word a result;
+* ``checks``: one function per check (``check_finite``, ``check_shape_dtype``, ``check_graph``,
+  ``check_keras_fit``, ``check_special_points``, ``check_vs_autodiff``, ``check_saved_model``), each taking the
+  function's signature into account by calling ``elementwise`` (one input, elementwise: on a sweep) or
+  ``any_signature`` (several inputs or outputs, reductions, matrix products, variables: at the input assignments
+  :func:`ops.inputs.find_inputs` finds);
+* ``layer``: the checks of a Keras layer, and the ``Model.fit`` and ``model.export`` helpers a layer goes through;
+* ``plan``: which checks run in which order (:func:`~explorer.checker.plan.check_function`,
+  :func:`~explorer.checker.plan.check_layer`), each within a time limit (``timelimit``);
+* ``runner``: :func:`~explorer.checker.runner.check`, :func:`~explorer.checker.runner.check_targets` and the
+  command line; ``discover`` finds the functions and layers in a file, directory or module;
+* ``guardrail``: ``assert_custom_gradient``, whose ``snapshot=`` pins the values (``snapshot``;
+  ``pytest_plugin`` adds ``pytest --update-snapshots``).
 """

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 import ops
-from explorer.checker import user
-from explorer.checker.checks import Check, GradientCheckWarning
+from explorer.checker import plan
+from explorer.checker.common import Check, GradientCheckWarning
 
 
 def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarations: Any) -> list[Check]:
-    """The checks of :mod:`explorer.checker.user` on a custom-gradient function or a Keras Layer subclass.
+    """The checks of :mod:`explorer.checker.plan` on a custom-gradient function or a Keras Layer subclass.
 
     The checks seed Keras (``keras.utils.set_random_seed``) for repeatable fits; Python's and NumPy's
     global random states are put back afterwards, so your test suite's own random draws are unchanged
@@ -58,18 +58,18 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
         raise TypeError(
             f"pass the layer class {type(fn_or_layer).__name__}, not an instance: each check builds a fresh layer"
         )
-    time_limit = declarations.pop("time_limit", user.TIME_LIMIT)
+    time_limit = declarations.pop("time_limit", plan.TIME_LIMIT)
     if isinstance(fn_or_layer, type):
         op = declarations.pop("op", None)
         if declarations:
             raise TypeError(f"a layer takes only op= and time_limit=, got {', '.join(sorted(declarations))}")
         functions = None if op is None else [(ops.user.undecorated(op).__name__, op)]
-        return user.check_layer(fn_or_layer, functions, time_limit=time_limit)
+        return plan.check_layer(fn_or_layer, functions, time_limit=time_limit)
     params = declarations.pop("params", None) or {}
     from explorer.checker import discover
 
     spec = ops.from_function(fn_or_layer, **{**discover.declared_for(fn_or_layer), **declarations})
-    return user.check_function(spec, time_limit=time_limit, **params)
+    return plan.check_function(spec, time_limit=time_limit, **params)
 
 
 def assert_custom_gradient(
@@ -179,7 +179,7 @@ def checks_in_worker(
     from explorer import worker
 
     if not _GUARDRAIL_WORKER:
-        _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.user",))]))
+        _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.plan",))]))
     where = (list(sys.path), getattr(sys.modules.get(module), "__file__", None))
     return _GUARDRAIL_WORKER[0].call(
         _checks_by_name, module, name, declarations, pinning, where, time_limit=worker.check_seconds()

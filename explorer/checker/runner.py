@@ -1,10 +1,9 @@
 """Runs the checks: :func:`check` on one op, :func:`check_targets` on a team's files, and
 ``python -m explorer verify`` (tables, JSON, dated records under ``verification/``).
 
-Every op goes through :func:`explorer.checker.user.check_function`: a built-in op, an editor op and an
-elementwise one-input function of your own code (``ops.from_function``) get the checks of
-:mod:`explorer.checker.user`, a function of any other signature those of :mod:`explorer.checker.general`;
-a Keras layer :func:`~explorer.checker.user.check_layer`.
+Every op goes through :func:`explorer.checker.plan.check_function` (a built-in op, an editor op, a function of
+your own code of any signature, ``ops.from_function``), a Keras layer through
+:func:`~explorer.checker.plan.check_layer`.
 """
 
 from __future__ import annotations
@@ -25,25 +24,21 @@ from typing import Any
 import pandas as pd
 
 import ops
-from explorer.checker import discover, user
-from explorer.checker.checks import (
-    LEVELS,
-    VERIFICATION_DIR,
-    Check,
-)
+from explorer.checker import discover, plan
+from explorer.checker.common import LEVELS, VERIFICATION_DIR, Check
 
 
 def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
     """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
 
-    One checker for every op (:func:`explorer.checker.user.check_function`): a built-in op is a function
+    One checker for every op (:func:`explorer.checker.plan.check_function`): a built-in op is a function
     with declarations (forward, surrogate, special points, why), your own function one without.
     Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
     themselves never raise.
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
-    return user.check_function(spec, **resolved)
+    return plan.check_function(spec, **resolved)
 
 
 # -- the command line ------------------------------------------------------------------------------------
@@ -175,11 +170,11 @@ def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]
             )
             return [
                 Check(name, False, message if name == "shape_dtype" else "not checked: see shape_dtype", "fail")
-                for name in user.FUNCTION_CHECKS
+                for name in plan.FUNCTION_CHECKS
             ]
-        return user.check_function(spec)
+        return plan.check_function(spec)
     siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
-    return user.check_layer(item.obj, siblings)
+    return plan.check_layer(item.obj, siblings)
 
 
 # -- the worker hook: each function's checks in a worker process (explorer.worker) ----------------------
@@ -206,11 +201,11 @@ def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer
     from explorer import worker
 
     if not _VERIFY_WORKER:
-        _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.user",))]))
+        _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.plan",))]))
     try:
         return _VERIFY_WORKER[0].call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
     except worker.WorkerFailure as failure:
-        names = user.LAYER_CHECKS if is_layer else user.FUNCTION_CHECKS
+        names = plan.LAYER_CHECKS if is_layer else plan.FUNCTION_CHECKS
         message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
         return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 

@@ -38,10 +38,11 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from explorer.checker.checks import Check, GradientCheckWarning, _error_text, _result
+from explorer.checker.common import Check, GradientCheckWarning, result
 from explorer.checker.pytest_plugin import UPDATE_VARIABLE
 from explorer.checker.timelimit import TimeLimitExceeded, call_with_time_limit
 from explorer.explore.sweeps import grid, numpy_dtype
+from ops.inputs import error_text
 
 SNAPSHOT_RANGE = (-3.0, 3.0)
 SNAPSHOT_N = 61  # a step of 0.1
@@ -259,17 +260,17 @@ def check_snapshot(
     update = _flag(UPDATE_VARIABLE) if update is None else update  # given by a caller whose worker process
     ci = _flag("CI") if ci is None else ci  # was started before the test set them
     if not path.exists() and not update and ci:
-        return _result("snapshot", "fail", f"snapshot missing: record it locally ({path} does not exist; CI=true "
+        return result("snapshot", "fail", f"snapshot missing: record it locally ({path} does not exist; CI=true "
                                            "never records one): run the test without CI=true and commit the file")  # fmt: skip
     if update or not path.exists():
         try:
             errors: dict[str, str] = {}
             values = call_with_time_limit(lambda: record_values(call, points, dtypes, errors), time_limit, name="snapshot")
         except TimeLimitExceeded as error:
-            return _result("snapshot", "fail", f"recording {path}: {error}")
+            return result("snapshot", "fail", f"recording {path}: {error}")
         if not values:
             first = next(iter(errors.items()), ("", "no error"))
-            return _result("snapshot", "fail", f"{name} runs in none of {', '.join(dtypes)}: nothing to record "
+            return result("snapshot", "fail", f"{name} runs in none of {', '.join(dtypes)}: nothing to record "
                                                f"({first[0]} raised {first[1]})")  # fmt: skip
         lo, hi = SNAPSHOT_RANGE
         record = {
@@ -287,11 +288,11 @@ def check_snapshot(
         message = (f"{verb} {path} ({', '.join(values)}; {_versions_text(record['made_with'])}): commit it; "
                    "later runs compare against it")  # fmt: skip
         warnings.warn(f"{name}: {message}", GradientCheckWarning, stacklevel=3)
-        return _result("snapshot", "warn", message)
+        return result("snapshot", "warn", message)
     try:
         record = loads(path.read_text(encoding="utf-8"))
     except (ValueError, KeyError, TypeError) as error:
-        return _result("snapshot", "fail", f"{path} is not a snapshot ({_error_text(error)}); delete it to re-record")
+        return result("snapshot", "fail", f"{path} is not a snapshot ({error_text(error)}); delete it to re-record")
     current: dict[str, dict[str, np.ndarray]] = {}
     problems = []
 
@@ -300,17 +301,17 @@ def check_snapshot(
             try:
                 current[dtype] = _evaluate(call, columns["x"], dtype)
             except Exception as error:  # noqa: BLE001 - user code
-                problems.append(f"{dtype}: recorded, now the call raises {_error_text(error)}")
+                problems.append(f"{dtype}: recorded, now the call raises {error_text(error)}")
 
     try:
         call_with_time_limit(evaluate_all, time_limit, name="snapshot")
     except TimeLimitExceeded as error:
-        return _result("snapshot", "fail", f"comparing with {path}: {error}")
+        return result("snapshot", "fail", f"comparing with {path}: {error}")
     moved = changes({d: c for d, c in record["values"].items() if d in current}, current)
     if moved or problems:
-        return _result("snapshot", "fail", _failure(path, record, moved, problems))
+        return result("snapshot", "fail", _failure(path, record, moved, problems))
     count = sum(len(columns["x"]) for columns in record["values"].values())
-    return _result(
+    return result(
         "snapshot",
         "pass",
         f"forward and gradient equal {path} within each dtype's tolerance at {count} points "

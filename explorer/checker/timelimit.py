@@ -3,7 +3,7 @@
 Python cannot stop a thread, so an overrunning call is abandoned, not stopped: the caller gets a
 TimeoutError while the call runs on in a daemon thread. That is why the checks of a team's code run in a
 worker process (:mod:`explorer.worker`): a worker whose call left such a thread running is retired after it
-answers, so the abandoned thread ends with it. Used by the checker (:mod:`explorer.checker.user`), in the
+answers, so the abandoned thread ends with it. Used by the checker (:mod:`explorer.checker.plan`), in the
 worker or, for a function the guardrail cannot send there, in the caller's process.
 """
 

@@ -20,10 +20,9 @@ and custom gradient are the three panels, so sweeps, special points, figures and
 Several outputs: ``output`` is the index of the output shown, or :data:`SUM_OF_OUTPUTS` for their sum
 (upstream 1 on every output).
 
-Which inputs a function accepts is found by the checker's ``explorer.checker.general.find_inputs`` (its
-``SHAPE_RULES`` or the declared ``input_shapes``), which :func:`explorer.loaded.find_layout` passes to
-:func:`find_layout` (the checker imports this package, so this module does not import the checker);
-elementwise is decided here.
+Which inputs a function accepts is found by :func:`ops.inputs.find_inputs` (its ``SHAPE_RULES`` or the declared
+``input_shapes``), as the checker finds them; :func:`find_layout` takes the :class:`ops.inputs.Found` or finds
+it, and decides elementwise.
 Building a view op never calls the user's code (the server builds them for titles and labels); every
 call happens in the worker (:mod:`explorer.loaded`).
 """
@@ -39,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
+from ops.inputs import Found, as_list, find_inputs, no_inputs_message, shape_text
 
 CURVE, LINE = "curve", "line"
 SUM_OF_OUTPUTS = -1
@@ -70,7 +70,7 @@ class Layout:
         """A sentence for the page: what was detected."""
         if self.failure is not None:
             return self.failure
-        shapes = ", ".join(f"{name} {_shape(shape)}" for name, shape in zip(self.inputs, self.shapes, strict=True))
+        shapes = ", ".join(f"{name} {shape_text(shape)}" for name, shape in zip(self.inputs, self.shapes, strict=True))
         outputs = f"{self.outputs} outputs" if self.outputs > 1 else "one output"
         if self.elementwise:
             return f"elementwise in every input ({len(self.inputs)} input(s), {outputs}): drawn as curves"
@@ -78,10 +78,6 @@ class Layout:
             f"not elementwise (its Jacobian is not diagonal; inputs accepted: {shapes}; {outputs}): drawn along "
             "a line through input space"
         )
-
-
-def _shape(shape: Sequence[int]) -> str:
-    return "scalar" if len(shape) == 0 else str(tuple(shape))
 
 
 @dataclass(frozen=True)
@@ -95,10 +91,6 @@ class View:
     output: int = 0
     seed: int = 0
     origin: bool = False
-
-
-def as_list(y: Any) -> list[tf.Tensor]:
-    return list(y) if isinstance(y, (list, tuple)) else [y]
 
 
 def _call_inner(user, inputs: Sequence[tf.Tensor], values: Mapping[str, tf.Tensor]) -> tuple[list[tf.Tensor], Any]:
@@ -186,14 +178,16 @@ def _elementwise(user, params: Mapping[str, float]) -> tuple[bool, int]:
     return False, outputs_seen
 
 
-def find_layout(spec: ops.OpSpec, found: Any, failure: str | None = None) -> Layout:
-    """What the function looks like, given the checker's ``found`` input assignments (``found.working``: records
-    with ``shapes``, ``positive``, ``dtype`` and ``values(seed)``) and, when none works, the checker's
-    ``failure`` message. Calls the user's code: run it in the worker."""
+def find_layout(spec: ops.OpSpec, found: Found | None = None) -> Layout:
+    """What the function looks like, from the input assignments it accepts (``found``, found here at its default
+    parameters when not given); when none works, a Layout whose ``failure`` says why. Calls the user's code:
+    run it in the worker."""
     user = spec.user_function
     params = spec.defaults()
+    if found is None:
+        found = find_inputs(user, lambda inputs: user.call_all(inputs, params))
     if not found.working:
-        return Layout(user.inputs, (), 0, False, False, "float32", f"{spec.key}: {failure or 'no input shapes work'}")
+        return Layout(user.inputs, (), 0, False, False, "float32", f"{spec.key}: {no_inputs_message(user, found)}")
     first = found.working[0]
     elementwise, count = _elementwise(user, params)
     reads = False

@@ -56,7 +56,7 @@ class Table:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The checker's verdict: its :class:`explorer.checker.checks.Check` records (anything with ``name``,
+    """The checker's verdict: its :class:`explorer.checker.common.Check` records (anything with ``name``,
     ``level`` and ``message``) and a note said above them (why there are none, what they checked)."""
 
     checks: tuple = ()

@@ -13,7 +13,8 @@ import streamlit as st
 
 import ops
 from explorer import export, expr
-from explorer.checker import checks, runner
+from explorer.checker import runner
+from explorer.checker.common import Check
 from explorer.explore import figures
 from explorer.explore.points import display_table, special_points
 from explorer.explore.sweeps import sweep
@@ -51,7 +52,7 @@ def cached_view(source: EditorSource, values: tuple[tuple[str, float], ...]):
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Running the gradient checker...")
-def cached_checks(source: EditorSource, values: tuple[tuple[str, float], ...]) -> list[checks.Check]:
+def cached_checks(source: EditorSource, values: tuple[tuple[str, float], ...]) -> list[Check]:
     return runner.check(compiled_op(source), **dict(values))
 
 
@@ -179,7 +180,7 @@ def _sliders(spec: ops.OpSpec, source: EditorSource) -> dict[str, float]:
     return values
 
 
-def _checklist(checks: list[checks.Check]) -> None:
+def _checklist(checks: list[Check]) -> None:
     for result in checks:
         text = f"**{result.name}**: {result.message}"
         if result.level == "pass":

@@ -1,18 +1,18 @@
-"""Checks of a custom-gradient function that is not one input, elementwise: several tensor inputs, several
-outputs, outputs of another shape (norms, sums, matrix products), captured variables.
+"""The checks of a function that is not one input, elementwise: several tensor inputs, several outputs,
+outputs of another shape (norms, sums, matrix products), captured variables.
 
-Which inputs the function accepts is found by trying :data:`SHAPE_RULES` in order (or the declared
-``input_shapes``, which win): an assignment *works* when the forward and the backward run on it (float64,
-else float32, else float16). Each check then uses at least two working assignments where there are two, so
-a missing transpose or a broadcast gradient that was not summed back shows up as a wrong shape.
+They run at the input assignments the function accepts (:func:`ops.inputs.find_inputs`, found once by the plan
+and held by the :class:`~explorer.checker.common.Subject`), at least two where there are two, so a missing
+transpose or a broadcast gradient that was not summed back shows up as a wrong shape; every flag value is
+checked. Where the float64 forward is NaN for values in [-2, 2] (outside the function's domain, e.g. log of a
+negative number) the assignment's values are in [0.1, 2] and the message says so. :mod:`explorer.checker.checks`
+calls them for a subject with input assignments.
 
-The input values are uniform in [-2, 2] (seeded); where the float64 forward is NaN there (outside the
-function's domain, e.g. log of a negative number) they are uniform in [0.1, 2] instead, and the message
-says so. ``vs_autodiff`` is a directional check (the idea of ``torch.autograd.gradcheck``'s fast mode and
+``vs_autodiff`` is a directional check (the idea of ``torch.autograd.gradcheck``'s fast mode and
 ``jax.test_util.check_grads``): for random directions u (inputs) and v (outputs), vᵀJu from float64 central
-differences of the forward against Σᵢ ⟨uᵢ, gradᵢ(v)⟩ from the custom backward, per input. A difference
-whose finite difference does not settle as the step shrinks sits on a kink or jump of the forward and is
-reported as such, not as a wrong gradient.
+differences of the forward against Σᵢ ⟨uᵢ, gradᵢ(v)⟩ from the custom backward, per input. A difference whose
+finite difference does not settle as the step shrinks sits on a kink or jump of the forward and is reported as
+such, not as a wrong gradient.
 """
 
 from __future__ import annotations
@@ -21,38 +21,38 @@ import contextlib
 import io
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-import ops
-from explorer.checker.checks import UPSTREAM, Check, _error_text, _fmt, _result, undeclared_difference
-
-# (name, for n inputs: two assignments, one shape per input). m, k, n of the product all differ.
-SHAPE_RULES: tuple[tuple[str, Callable[[int], list[tuple[tuple[int, ...], ...]]]], ...] = (
-    ("every input of one shape", lambda n: [((4, 3),) * n, ((2, 5),) * n]),
-    ("extra inputs as scalars", lambda n: [((4, 3),) + ((),) * (n - 1), ((2, 5),) + ((),) * (n - 1)] if n > 1 else []),
-    ("trailing-axis broadcast", lambda n: [((4, 3),) + ((3,),) * (n - 1), ((2, 5),) + ((5,),) * (n - 1)] if n > 1 else []),
-    ("matrix product", lambda n: [((2, 3), (3, 4)), ((5, 2), (2, 3))] if n == 2 else []),
+from explorer.checker.common import (
+    COMPARE_TOLERANCE,
+    GRAPH_TOLERANCE,
+    HARD_VALUES,
+    RATIO_TOLERANCE,
+    UPSTREAM,
+    Check,
+    Subject,
+    flag_text,
+    fmt,
+    guarded,
+    passed_text,
+    result,
+    undeclared_difference,
 )
-DTYPES = ("float64", "float32", "float16")
-GRAPH_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+from ops.inputs import WIDEST_FIRST, Assignment, as_list, error_text, tensors
+
 DIRECTIONS = 2  # random (u, v) pairs per assignment and input
 STEP = 1e-5  # float64 central difference: truncation ~h^2, rounding ~1e-16/h
-DIRECTIONAL_TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}
-DECLARE = (
-    "declare them: GRADIENT_EXPLORER = {{'{name}': {{'input_shapes': [{example}]}}}} in its module, or "
-    "ops.from_function({name}, input_shapes=[{example}])"
-)
-HARD_VALUES = {
-    "float16": (("0", 0.0), ("tiny", 6e-08), ("1e4", 1e4), ("exp overflow", 12.0)),
-    "float32": (("0", 0.0), ("tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 100.0)),
-    "float64": (("0", 0.0), ("tiny", 1e-30), ("1e4", 1e4), ("exp overflow", 1000.0)),
-}
+DIRECTIONAL_TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}  # custom vᵀJu against the float64 central difference
+DIRECTIONAL_TOLERANCE_BELOW_FLOAT64 = {"rtol": 1e-2, "atol": 1e-3}  # a function that does not run in float64
+SETTLED = {"rtol": 1e-3, "atol": 1e-6}  # central differences at h and h/10 agree: the forward is smooth there
+ONE_SIDED_SETTLED = {"rtol": 1e-2, "atol": 1e-4}  # and so do the two one-sided ones (else: a kink)
+KERAS_FIT_ASSIGNMENTS = 2  # models built and fitted, at different input shapes where the function has them
 
 
 # -- calling the function on several inputs ---------------------------------------------------------------
@@ -65,10 +65,6 @@ class Evaluation:
     input_grads: list[tf.Tensor | None]
     variables: list[tf.Variable]
     variable_grads: list[tf.Tensor | None]
-
-
-def as_list(y: Any) -> list[tf.Tensor]:
-    return list(y) if isinstance(y, (list, tuple)) else [y]
 
 
 def evaluate(
@@ -90,129 +86,7 @@ def evaluate(
     return Evaluation(outputs, list(grads[: len(inputs)]), variables, list(grads[len(inputs) :]))
 
 
-@dataclass(frozen=True)
-class Assignment:
-    """Input shapes the function was found to accept, the rule they come from, and where values are drawn."""
-
-    shapes: tuple[tuple[int, ...], ...]
-    rule: str
-    positive: bool = False  # values in [0.1, 2] (the forward is NaN for some in [-2, 2])
-    dtype: str = "float64"  # the widest dtype the forward and backward run in
-
-    def values(self, seed: int) -> list[np.ndarray]:
-        rng = np.random.default_rng(seed)
-        lo = 0.1 if self.positive else -2.0
-        return [rng.uniform(lo, 2.0, size=shape) for shape in self.shapes]
-
-    def describe(self, names: Sequence[str]) -> str:
-        return ", ".join(f"{n} {_shape(s)}" for n, s in zip(names, self.shapes, strict=True))
-
-
-def _shape(shape: Sequence[int]) -> str:
-    return "scalar" if len(shape) == 0 else str(tuple(shape))
-
-
-def tensors(values: Sequence[np.ndarray], dtype: str) -> list[tf.Tensor]:
-    return [tf.constant(v, dtype) for v in values]
-
-
-@dataclass
-class Found:
-    """The working assignments (at most four kept) and, when none works, why."""
-
-    working: list[Assignment] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    backward_failures: list[str] = field(default_factory=list)
-    tried: list[str] = field(default_factory=list)
-
-
-def _candidates(user: ops.user.UserFunction) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
-    n = len(user.inputs)
-    if user.input_shapes:
-        return [("declared", shapes) for shapes in user.input_shapes]
-    first = [(name, rule(n)[0]) for name, rule in SHAPE_RULES if rule(n)]
-    second = [(name, rule(n)[1]) for name, rule in SHAPE_RULES if rule(n)]
-    return first + second
-
-
-def find_inputs(user: ops.user.UserFunction, call: Callable[[Sequence[tf.Tensor]], Any]) -> Found:
-    """Try each candidate assignment (declared, else :data:`SHAPE_RULES`): forward and backward in float64,
-    else float32, else float16; with values in [-2, 2], else (a NaN forward) in [0.1, 2]."""
-    found = Found()
-    for rule, shapes in _candidates(user):
-        found.tried.append(", ".join(_shape(s) for s in shapes))
-        for dtype in DTYPES:
-            assignment = _try(rule, shapes, dtype, call, found, user.inputs)
-            if assignment is not None:
-                found.working.append(assignment)
-                break
-        if len(found.working) >= 4:
-            break
-    # the first assignment of each rule first: two different rules where two work
-    rules_seen: list[str] = []
-    ordered = []
-    for assignment in found.working:
-        if assignment.rule not in rules_seen or assignment.rule == "declared":
-            rules_seen.append(assignment.rule)
-            ordered.append(assignment)
-    ordered += [a for a in found.working if a not in ordered]
-    found.working = ordered
-    return found
-
-
-def _try(rule, shapes, dtype, call, found: Found, names) -> Assignment | None:
-    for positive in (False, True):
-        assignment = Assignment(shapes, rule, positive, dtype)
-        where = assignment.describe(names)
-        inputs = tensors(assignment.values(0), dtype)
-        try:
-            with tf.GradientTape() as tape:
-                for tensor in inputs:
-                    tape.watch(tensor)
-                outputs = as_list(call(inputs))
-        except Exception as error:  # noqa: BLE001 - the user's forward refuses these shapes
-            found.failures.append(f"{where} ({dtype}): the forward raised {_error_text(error)}")
-            return None
-        if not positive and dtype == "float64" and any(np.isnan(o.numpy()).any() for o in outputs):
-            continue  # outside the domain somewhere in [-2, 2]: try positive values
-        try:
-            variables = [v for v in tape.watched_variables() if v.trainable]
-            tape.gradient(outputs, [*inputs, *variables])
-        except Exception as error:  # noqa: BLE001
-            found.backward_failures.append(f"{where} ({dtype}): the backward raised {_error_text(error)}")
-            return None
-        return assignment
-    return None
-
-
-def no_inputs_message(user: ops.user.UserFunction, found: Found) -> str:
-    """Why no assignment works: the backward raised on inputs the forward accepts, a known error (variables
-    keyword, gradient count), or no input shapes found that the forward accepts (with how to declare them)."""
-    example = ", ".join(str((4, 3)) for _ in user.inputs)
-    declare = DECLARE.format(name=user.name, example=f"({example},)")
-    if found.backward_failures:
-        failure = found.backward_failures[0].rstrip(". ")
-        fix = ""
-        if any(marker in failure for marker in ("size-incompatible", "Incompatible shapes", "must be equal rank")):
-            fix = (
-                ". Each input's gradient must have that input's shape (a matrix product: da = dy @ b^T, "
-                "db = a^T @ dy; a broadcast input: sum dy over the broadcast axes)"
-            )
-        return f"the backward raised on inputs the forward accepts: {failure}{fix}"
-    markers = ("must accept keyword argument 'variables'", "expected to return")
-    known = [failure for failure in found.failures if any(marker in failure for marker in markers)]
-    if known:
-        return f"the function cannot run: {known[0].rstrip('. ')}"
-    first = found.failures[0] if found.failures else "no candidate"
-    tried = "; ".join(found.tried)
-    return f"no input shapes found that {user.name} accepts (tried {tried}; e.g. {first}); {declare}"
-
-
 # -- the checks ---------------------------------------------------------------------------------------------
-def _flag_text(flags: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in flags.items())
-
-
 def _names(user, ev: Evaluation | None = None) -> list[str]:
     names = list(user.inputs)
     if ev is not None:
@@ -220,15 +94,18 @@ def _names(user, ev: Evaluation | None = None) -> list[str]:
     return names
 
 
-def check_shape_dtype(user, found: Found, call_for: Callable[[Mapping], Callable]) -> Check:
+@guarded("shape_dtype")
+def shape_dtype_at_assignments(subject: Subject) -> Check:
+    """Every gradient has its input's shape and dtype at each working assignment, in each dtype the forward runs in."""
+    user, found, call_for = subject.user, subject.found, subject.call_all
     problems: list[str] = []
     notes: set[str] = set()
     cases = 0
     for flags in user.flag_settings():
         call = call_for(flags)
-        at_flags = f" ({_flag_text(flags)})" if flags else ""
+        at_flags = f" ({flag_text(flags)})" if flags else ""
         for assignment in found.working:
-            for dtype in DTYPES:
+            for dtype in WIDEST_FIRST:
                 where = f"{dtype}, {assignment.describe(user.inputs)}{at_flags}"
                 inputs = tensors(assignment.values(1), dtype)
                 try:
@@ -240,7 +117,7 @@ def check_shape_dtype(user, found: Found, call_for: Callable[[Mapping], Callable
                 try:
                     ev = evaluate(call, inputs)
                 except Exception as error:  # noqa: BLE001
-                    problems.append(f"{where}: the backward raised {_error_text(error)}")
+                    problems.append(f"{where}: the backward raised {error_text(error)}")
                     continue
                 for index, out in enumerate(outputs):
                     if out.dtype.name != dtype:
@@ -267,9 +144,9 @@ def check_shape_dtype(user, found: Found, call_for: Callable[[Mapping], Callable
                 ". Each gradient must have its input's shape: sum a broadcast input's gradient back over the "
                 "broadcast axes, transpose in a matrix product's gradient (da = dy @ b^T, db = a^T @ dy)"
             )
-        return _result("shape_dtype", "fail", f"{shown}{fix}")
+        return result("shape_dtype", "fail", f"{shown}{fix}")
     note = f"; noted: {'; '.join(sorted(notes))}" if notes else ""
-    return _result(
+    return result(
         "shape_dtype",
         "pass",
         f"every gradient has its input's shape and dtype in {cases} cases ({len(found.working)} input assignments: "
@@ -277,7 +154,7 @@ def check_shape_dtype(user, found: Found, call_for: Callable[[Mapping], Callable
     )
 
 
-def _forward64(user, params, flags, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+def _float64_forward_of(user, params, flags, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
     """The undecorated forward in float64 (None if it does not run in float64)."""
     try:
         return [o.numpy() for o in as_list(user.forward_all(tensors(inputs, "float64"), params, flags))]
@@ -285,19 +162,23 @@ def _forward64(user, params, flags, inputs: Sequence[np.ndarray]) -> list[np.nda
         return None
 
 
-def check_finite(user, found: Found, call_for, params) -> Check:
+@guarded("finite")
+def finite_at_assignments(subject: Subject) -> Check:
+    """Finite outputs and gradients at random values and with each input, in turn, at each hard value (and its
+    negative) of each dtype, at two working assignments; inputs outside the domain are not counted."""
+    user, found, call_for, params = subject.user, subject.found, subject.call_all, subject.params
     problems: list[str] = []
     domain: set[str] = set()
     largest = 0.0
     chosen = found.working[:2]
     for flags in user.flag_settings():
         call = call_for(flags)
-        at_flags = f" ({_flag_text(flags)})" if flags else ""
+        at_flags = f" ({flag_text(flags)})" if flags else ""
         for assignment in chosen:
             base = assignment.values(2)
             for dtype, hard in HARD_VALUES.items():
                 cases = [("random values", base)]
-                for label, value in hard:
+                for label, value in hard.items():
                     for index, name in enumerate(user.inputs):
                         for sign in (1.0, -1.0) if value else (1.0,):
                             if assignment.positive and sign < 0:
@@ -313,7 +194,7 @@ def check_finite(user, found: Found, call_for, params) -> Check:
                     except Exception:  # noqa: BLE001 - a dtype the function does not run in (shape_dtype says)
                         break
                     forward = [np.asarray(o.numpy(), np.float64) for o in ev.outputs]
-                    truth = _forward64(user, params, flags, values)
+                    truth = _float64_forward_of(user, params, flags, values)
                     outside = truth is not None and any(np.isnan(t).any() for t in truth)
                     if outside:
                         domain.add(case)
@@ -337,27 +218,31 @@ def check_finite(user, found: Found, call_for, params) -> Check:
     if problems:
         unique = list(dict.fromkeys(problems))
         shown = "; ".join(unique[:4]) + (f"; and {len(unique) - 4} more" if len(unique) > 4 else "")
-        return _result("finite", "fail", f"{shown}. Use a stable formula (see RUNBOOK.md, NaN gradient)")
+        return result("finite", "fail", f"{shown}. Use a stable formula (see RUNBOOK.md, NaN gradient)")
     note = ""
     if domain or any(a.positive for a in chosen):
         note = (
             "; the float64 forward is NaN for some inputs in [-2, 2] (outside the function's domain): checked inside "
             "it, those inputs not counted"
         )
-    return _result(
+    return result(
         "finite",
         "pass",
         f"finite for every input at random values, 0 (the zero vector), +-tiny, +-1e4 and exp-overflow values "
-        f"(float16, float32, float64; {len(chosen)} input assignments); max |g| = {_fmt(largest)}{note}",
+        f"(float16, float32, float64; {len(chosen)} input assignments); max |g| = {fmt(largest)}{note}",
     )
 
 
-def check_graph(user, found: Found, call_for, passed_text: Callable[[Mapping], str]) -> Check:
+@guarded("graph")
+def graph_at_assignments(subject: Subject) -> Check:
+    """Eager, ``tf.function`` (two assignments) and ``jit_compile=True`` (the first) agree on every output and
+    every input's gradient, at every flag value."""
+    user, found, call_for = subject.user, subject.found, subject.call_all
     problems: list[str] = []
     chosen = found.working[:2]
     for flags in user.flag_settings():
         call = call_for(flags)
-        passed = passed_text(flags)
+        passed = passed_text(user, {}, flags)
         for number, assignment in enumerate(chosen):
             inputs = tensors(assignment.values(3), assignment.dtype)
             where = f"{assignment.describe(user.inputs)}{passed}"
@@ -366,7 +251,7 @@ def check_graph(user, found: Found, call_for, passed_text: Callable[[Mapping], s
             try:
                 eager = evaluate(call, inputs, UPSTREAM)
             except Exception as error:  # noqa: BLE001
-                problems.append(f"eager call at {where} raised {_error_text(error)}")
+                problems.append(f"eager call at {where} raised {error_text(error)}")
                 continue
             for label, jit in modes:
 
@@ -380,7 +265,7 @@ def check_graph(user, found: Found, call_for, passed_text: Callable[[Mapping], s
                 try:
                     outputs, grads = compiled(*inputs)
                 except Exception as error:  # noqa: BLE001
-                    problems.append(f"{label} at {where} raised {_error_text(error)}")
+                    problems.append(f"{label} at {where} raised {error_text(error)}")
                     break
                 want = [*eager.outputs, *[
                     tf.fill(tf.shape(t), tf.constant(np.nan, t.dtype)) if g is None else g
@@ -390,14 +275,14 @@ def check_graph(user, found: Found, call_for, passed_text: Callable[[Mapping], s
                 for what, got, expected in zip(labels, [*outputs, *grads], want, strict=True):
                     a, b = got.numpy(), expected.numpy()
                     if a.shape != b.shape or not np.allclose(a, b, equal_nan=True, **GRAPH_TOLERANCE):
-                        gap = "a different shape" if a.shape != b.shape else f"up to {_fmt(float(np.nanmax(np.abs(a - b))))}"
+                        gap = "a different shape" if a.shape != b.shape else f"up to {fmt(float(np.nanmax(np.abs(a - b))))}"
                         problems.append(f"{label} {what} differs from eager by {gap} at {where}")
         if problems:
             break  # the same error at the other flag values says nothing new
     if problems:
-        return _result("graph", "fail", "; ".join(dict.fromkeys(problems[:3])))
-    flags_text = f", at {' and '.join(_flag_text(f) for f in user.flag_settings())}" if user.flags else ""
-    return _result(
+        return result("graph", "fail", "; ".join(dict.fromkeys(problems[:3])))
+    flags_text = f", at {' and '.join(flag_text(f) for f in user.flag_settings())}" if user.flags else ""
+    return result(
         "graph",
         "pass",
         f"eager, tf.function and jit_compile=True agree on every output and every input's gradient (upstream "
@@ -405,7 +290,7 @@ def check_graph(user, found: Found, call_for, passed_text: Callable[[Mapping], s
     )
 
 
-def _directional(user, params, flags, call, assignment: Assignment, seed: int) -> list[dict[str, Any]]:
+def directional_rows(user, params, flags, call, assignment: Assignment, seed: int) -> list[dict[str, Any]]:
     """Per input and direction: vᵀJu by central differences (steps h and h/10) and from the backward."""
     rng = np.random.default_rng(seed)
     base = assignment.values(seed)
@@ -431,8 +316,8 @@ def _directional(user, params, flags, call, assignment: Assignment, seed: int) -
             ev = evaluate(call, tensors(base, dtype), [tf.constant(w, dtype) for w in v])
             grad = ev.input_grads[index]
             custom = 0.0 if grad is None else float(np.sum(np.asarray(grad.numpy(), np.float64) * u))
-            smooth = np.isclose(numerical[0], numerical[1], rtol=1e-3, atol=1e-6) and np.isclose(
-                one_sided[0], one_sided[1], rtol=1e-2, atol=1e-4
+            smooth = np.isclose(numerical[0], numerical[1], **SETTLED) and np.isclose(
+                one_sided[0], one_sided[1], **ONE_SIDED_SETTLED
             )
             found.append(
                 {"input": name, "numerical": numerical[0], "custom": custom, "smooth": bool(smooth), "none": grad is None}
@@ -451,28 +336,30 @@ def _differences_text(user, rows: list[dict[str, Any]], differs: list[dict[str, 
         r = found_rows[0]
         ratio = r["custom"] / r["numerical"] if abs(r["numerical"]) > 1e-9 else None
         ratios = [x["custom"] / x["numerical"] for x in found_rows if abs(x["numerical"]) > 1e-9]
-        constant = ratio is not None and len(ratios) == len(found_rows) and np.allclose(ratios, ratios[0], rtol=1e-3)
-        extra = f", a constant {_fmt(ratios[0])} times the numerical one" if constant else ""
+        constant = ratio is not None and len(ratios) == len(found_rows) and np.allclose(ratios, ratios[0], rtol=RATIO_TOLERANCE)
+        extra = f", a constant {fmt(ratios[0])} times the numerical one" if constant else ""
         if constant and ratios[0] < 0:
             extra += ": its sign is flipped"
         none = " (its gradient is None)" if r["none"] else ""
         parts.append(
-            f"input {name}{none}: vᵀJu is {_fmt(r['custom'])} from the backward vs {_fmt(r['numerical'])} numerical "
+            f"input {name}{none}: vᵀJu is {fmt(r['custom'])} from the backward vs {fmt(r['numerical'])} numerical "
             f"(in {len(found_rows)} of {sum(1 for x in rows if x['input'] == name)} directions{extra})"
         )
     return "; ".join(parts)
 
 
-def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
-    """``why``: the declared justification ("" without one; a docstring is not one). Undeclared, a difference
-    from an informative true derivative (not zero) warns; one where the true derivative is zero (a step) is a
-    surrogate and passes."""
+@guarded("vs_autodiff")
+def vs_autodiff_directional(subject: Subject) -> Check:
+    """The op's ``why`` is the declared justification ("" without one; a docstring is not one). Undeclared, a
+    difference from an informative true derivative (not zero) warns; one where the true derivative is zero (a
+    step) is a surrogate and passes."""
+    user, found, call_for, params, why = subject.user, subject.found, subject.call_all, subject.params, subject.spec.why
     rows: list[dict[str, Any]] = []
     for flags in user.flag_settings():
         call = call_for(flags)
         for seed, assignment in enumerate(found.working[:2], start=10):
-            rows += _directional(user, params, flags, call, assignment, seed)
-    tolerance = DIRECTIONAL_TOLERANCE if found.working[0].dtype == "float64" else {"rtol": 1e-2, "atol": 1e-3}
+            rows += directional_rows(user, params, flags, call, assignment, seed)
+    tolerance = DIRECTIONAL_TOLERANCE if found.working[0].dtype == "float64" else DIRECTIONAL_TOLERANCE_BELOW_FLOAT64
     differs = [r for r in rows if r["smooth"] and not np.isclose(r["custom"], r["numerical"], **tolerance)]
     kinks = [r for r in rows if not r["smooth"]]
     count = len(rows)
@@ -481,7 +368,7 @@ def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
         "not compared" if kinks else ""
     )
     if not differs:
-        return _result(
+        return result(
             "vs_autodiff",
             "pass",
             f"the custom gradient equals the numerical one in {count - len(kinks)} random directions (vᵀJu, float64 "
@@ -489,12 +376,12 @@ def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
         )
     if why.strip():
         text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, differs) + kink_note
-        return _result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(why.split())}")
+        return result("vs_autodiff", "pass", f"intentional: {text}. Why: {' '.join(why.split())}")
     informative = [r for r in differs if abs(r["numerical"]) > tolerance["atol"]]
     if informative:
         text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, informative)
-        return _result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, user.name)}")
-    return _result(
+        return result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, user.name)}")
+    return result(
         "vs_autodiff",
         "pass",
         "a surrogate: the custom gradient lets a gradient through where the true one is zero (the forward is flat "
@@ -502,9 +389,11 @@ def check_vs_autodiff(user, found: Found, call_for, params, why: str) -> Check:
     )
 
 
-def not_elementwise(user, found: Found) -> Check:
+def not_elementwise(subject: Subject) -> Check:
+    """The ``special_points`` row of a function that is not one input, elementwise: a skip (it does not apply)."""
+    user, found = subject.user, subject.found
     shape = found.working[0].describe(user.inputs) if found.working else "no working inputs"
-    return _result(
+    return result(
         "special_points",
         "skip",
         f"does not apply: {user.name} is not one input, elementwise (inputs {shape}); special points are points of "
@@ -524,12 +413,11 @@ def _flat(outputs: Sequence[tf.Tensor], batch: int) -> tf.Tensor:
     return tf.concat([tf.cast(c, tf.float32) for c in columns], axis=1)
 
 
-KERAS_FIT_ASSIGNMENTS = 2  # models built and fitted, at different input shapes where the function has them
-
-
-def check_keras_fit(user, found: Found, call: Callable) -> Check:
+@guarded("keras_fit")
+def keras_fit_at_assignments(subject: Subject) -> Check:
     """:func:`_fit_once` at the first :data:`KERAS_FIT_ASSIGNMENTS` working assignments of different shapes
     with a batch axis for x (a missing transpose or an unreduced broadcast often fits one shape only)."""
+    user, found, call = subject.user, subject.found, subject.call_all(None)
     chosen: list[Assignment] = []
     for assignment in found.working:
         if assignment.dtype in ("float32", "float64") and assignment.shapes[0]:
@@ -538,17 +426,17 @@ def check_keras_fit(user, found: Found, call: Callable) -> Check:
         if len(chosen) == KERAS_FIT_ASSIGNMENTS:
             break
     if not chosen:
-        return _result("keras_fit", "warn", "not run: no assignment with a batch axis for x that runs in float32")
+        return result("keras_fit", "warn", "not run: no assignment with a batch axis for x that runs in float32")
     results = [_fit_once(user, assignment, call) for assignment in chosen]
     for level in ("fail", "warn"):
-        for result in results:
-            if result.level == level:
-                return result
+        for fitted in results:
+            if fitted.level == level:
+                return fitted
     if len(results) == 1:
         return results[0]
     first, *others = results
-    also = "; ".join(result.message.removeprefix("one Model.fit step: ") for result in others)
-    return _result("keras_fit", "pass", f"{first.message}; and at another input assignment: {also}")
+    also = "; ".join(fitted.message.removeprefix("one Model.fit step: ") for fitted in others)
+    return result("keras_fit", "pass", f"{first.message}; and at another input assignment: {also}")
 
 
 def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
@@ -614,7 +502,7 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
         for variable, value in zip(variables, saved, strict=True):
             variable.assign(value)
     if not np.isfinite(loss):
-        return _result("keras_fit", "fail", f"Model.fit ran but the loss after it is {loss}")
+        return result("keras_fit", "fail", f"Model.fit ran but the loss after it is {loss}")
     moved = {"x": any(not np.array_equal(a, b) for a, b in zip(start, before.get_weights(), strict=True))}
     for name, weight, first in zip(user.inputs[1:], layer.extra, extra_start, strict=True):
         moved[name] = not np.array_equal(weight.numpy(), first)
@@ -626,24 +514,26 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
     if no_gradient:
         where += f"; {', '.join(sorted(no_gradient))} has no gradient (None), so it is not trained"
     if still:
-        return _result(
+        return result(
             "keras_fit",
             "warn",
-            f"one Model.fit step ran (loss {_fmt(loss)}, {where}), but no gradient reached {', '.join(still)}",
+            f"one Model.fit step ran (loss {fmt(loss)}, {where}), but no gradient reached {', '.join(still)}",
         )
     extra = f"; variable(s) {', '.join(v.name.split(':')[0] for v in variables)} updated by the fit" if variables else ""
-    return _result(
+    return result(
         "keras_fit",
         "pass",
-        f"one Model.fit step: loss {_fmt(loss)} after it (finite); every input's branch with a gradient moved "
+        f"one Model.fit step: loss {fmt(loss)} after it (finite); every input's branch with a gradient moved "
         f"({where}){extra}",
     )
 
 
-def check_saved_model(user, found: Found, call: Callable) -> Check:
+@guarded("saved_model")
+def saved_model_at_assignments(subject: Subject) -> Check:
     """``tf.saved_model.save`` of a module with one serving function per input assignment (at most two),
     each calling yours with every input an argument, reloaded: outputs and every input's gradient must be
     the same (NaN equal to NaN)."""
+    user, found, call = subject.user, subject.found, subject.call_all(None)
     chosen = found.working[:2]
     module = tf.Module()
     cases = []
@@ -662,23 +552,23 @@ def check_saved_model(user, found: Found, call: Callable) -> Check:
                 tf.saved_model.save(module, path)
                 reloaded = tf.saved_model.load(path)
         except Exception as error:  # noqa: BLE001
-            return _result("saved_model", "fail", f"tf.saved_model.save raised {_error_text(error.__cause__ or error)}")
+            return result("saved_model", "fail", f"tf.saved_model.save raised {error_text(error.__cause__ or error)}")
         problems = []
         for index, assignment, inputs, want in cases:
             serve = getattr(reloaded, f"serve_{index}")
             got = evaluate(lambda args, serve=serve: serve(*args), inputs)
             where = assignment.describe(user.inputs)
             for number, (a, b) in enumerate(zip(got.outputs, want.outputs, strict=True)):
-                if not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
+                if not np.allclose(a.numpy(), b.numpy(), equal_nan=True, **COMPARE_TOLERANCE):
                     problems.append(f"output {number} differs ({where})")
             for name, a, b in zip(user.inputs, got.input_grads, want.input_grads, strict=True):
                 if (a is None) != (b is None):
                     problems.append(f"the gradient of {name} is {'None' if a is None else 'not None'} ({where})")
-                elif a is not None and not np.allclose(a.numpy(), b.numpy(), equal_nan=True, rtol=1e-4, atol=1e-6):
+                elif a is not None and not np.allclose(a.numpy(), b.numpy(), equal_nan=True, **COMPARE_TOLERANCE):
                     problems.append(f"the gradient of {name} differs: the custom gradient was lost ({where})")
     if problems:
-        return _result("saved_model", "fail", "after tf.saved_model.save and load: " + "; ".join(problems[:3]))
-    return _result(
+        return result("saved_model", "fail", "after tf.saved_model.save and load: " + "; ".join(problems[:3]))
+    return result(
         "saved_model",
         "pass",
         "tf.saved_model.save + load: every output and input gradient equals the original's "
