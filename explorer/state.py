@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ import ops
 from explorer import expr, loaded
 from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N
 from explorer.train import setup as train_setup
+from explorer.train import ste_bias
 
 DEFAULT_OP = "ste_sign"
 DTYPES = ops.DTYPES
@@ -746,4 +747,99 @@ def train_to_query(state: train_setup.TrainState) -> dict[str, str]:
         query["batch"] = "full" if state.batch_size is None else str(state.batch_size)
     if state.runs:
         query["runs"] = runs_to_text(state.runs)
+    return query
+
+
+# -- a preset's own view controls (/train?preset=yin2019&yin.steps=500) ------------------------------------
+YIN_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
+YIN_LR_RANGE = (1e-4, 10.0)
+STE_BIAS_SURROGATE = "atan"
+
+
+@dataclass(frozen=True)
+class PresetView:
+    """The controls of a preset's own view (the Train state holds the training controls): Yin et al.'s steps,
+    learning rate and Monte Carlo check; the straight-through bias's exponent p, target t and surrogate."""
+
+    yin_steps: int = 3000
+    yin_lr: float = 0.1
+    yin_monte_carlo: bool = False
+    ste_p: float = 2.0
+    ste_t: float = ste_bias.DEFAULT_T
+    ste_surrogate: str = STE_BIAS_SURROGATE
+
+
+PRESET_VIEW_URL_KEYS: dict[str, tuple[tuple[str, str], ...]] = {  # preset -> (URL key, field)
+    "yin2019": (("yin.steps", "yin_steps"), ("yin.lr", "yin_lr"), ("yin.mc", "yin_monte_carlo")),
+    "ste_bias": (("ste.p", "ste_p"), ("ste.t", "ste_t"), ("ste.op", "ste_surrogate")),
+}
+
+
+def _preset_view_rules() -> dict[str, tuple[str, Callable[[str], Any]]]:
+    """Per view field: the allowed values in words, and a parser that returns the value or raises ValueError."""
+
+    def number_in(low: float, high: float, whole: bool = False, places: int | None = None) -> Callable[[str], Any]:
+        def parse(raw: str) -> Any:
+            value = _number(raw)
+            value = round(value, places) if places is not None else value
+            if (whole and value != round(value)) or not low <= value <= high:
+                raise ValueError("out of range")
+            return int(value) if whole else value
+
+        return parse
+
+    def one_of(allowed: Mapping[str, Any]) -> Callable[[str], Any]:
+        def parse(raw: str) -> Any:
+            if raw not in allowed:
+                raise ValueError("not allowed")
+            return allowed[raw]
+
+        return parse
+
+    low_t, high_t = ste_bias.T_RANGE
+    exponents = {url_number(p): p for p in ste_bias.EXPONENTS}
+    return {
+        "yin_steps": (f"a whole number in [1, {YIN_MAX_STEPS}]", number_in(1, YIN_MAX_STEPS, whole=True)),
+        "yin_lr": (f"a number in [{YIN_LR_RANGE[0]:g}, {YIN_LR_RANGE[1]:g}]", number_in(*YIN_LR_RANGE)),
+        "yin_monte_carlo": ("0 or 1", one_of({"0": False, "1": True})),
+        "ste_p": (f"one of {', '.join(exponents)}", lambda raw: one_of(exponents)(url_number(_number(raw)))),
+        # the page's slider moves in steps of 0.01
+        "ste_t": (f"a number in [{low_t:g}, {high_t:g}]", number_in(low_t, high_t, places=2)),
+        "ste_surrogate": (f"one of {', '.join(ste_bias.spike_ops())}", one_of({k: k for k in ste_bias.spike_ops()})),
+    }
+
+
+def preset_view_from_query(query: Mapping[str, Any], preset: str) -> tuple[PresetView, list[str]]:
+    """The view controls a URL asks for (only the keys of ``preset`` are read), plus a notice for every value not
+    used (its default is used instead)."""
+    default, notices, changes = PresetView(), [], {}
+    rules = _preset_view_rules()
+    for key, field_name in PRESET_VIEW_URL_KEYS.get(preset, ()):
+        raw = _last(query, key)
+        if raw is None:
+            continue
+        allowed, parse = rules[field_name]
+        try:
+            changes[field_name] = parse(raw.strip())
+        except ValueError:
+            fallback = getattr(default, field_name)
+            shown = raw if len(raw) <= 40 else raw[:37] + "..."
+            notices.append(f"'{key}' = '{shown}' must be {allowed}; using {_url_text(fallback)}.")
+    return replace(default, **changes), notices
+
+
+def _url_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return url_number(value) if isinstance(value, float) else str(value)
+
+
+def preset_view_to_query(view: PresetView, preset: str) -> dict[str, str]:
+    """The URL keys of ``preset``'s view controls that differ from their defaults."""
+    default, query = PresetView(), {}
+    for key, field_name in PRESET_VIEW_URL_KEYS.get(preset, ()):
+        value = getattr(view, field_name)
+        if value == getattr(default, field_name):
+            continue
+        query[key] = _url_text(value)
     return query

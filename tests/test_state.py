@@ -239,3 +239,46 @@ def test_a_train_url_changes_only_the_keys_it_has_and_a_preset_is_the_base_of_th
     state, _ = url_state.train_from_query({"preset": "depth", "epochs": "20"}, current)
     assert state == presets.get("depth").state.replace(epochs=20)
     assert url_state.train_to_query(state) == {"preset": "depth", "epochs": "20", "runs": url_state.runs_to_text(state.runs)}
+
+
+# -- a preset's own view controls ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("preset", "view"),
+    [
+        ("yin2019", url_state.PresetView(yin_steps=1234, yin_lr=0.003, yin_monte_carlo=True)),
+        ("ste_bias", url_state.PresetView(ste_p=1.5, ste_t=0.07, ste_surrogate="triangle")),
+        ("ste_bias", url_state.PresetView()),
+    ],
+)
+def test_a_preset_view_round_trips_through_its_url_keys(preset, view):
+    query = url_state.preset_view_to_query(view, preset)
+    assert all(key.startswith(("yin.", "ste.")) for key in query)
+    back, notices = url_state.preset_view_from_query({key: [value] for key, value in query.items()}, preset)
+    assert notices == [] and back == view
+
+
+def test_only_the_active_presets_view_keys_are_written_and_read():
+    view = url_state.PresetView(yin_steps=500, ste_t=0.3)
+    assert url_state.preset_view_to_query(view, "ste_bias") == {"ste.t": "0.3"}
+    assert url_state.preset_view_to_query(view, "dann") == {}
+    back, notices = url_state.preset_view_from_query({"yin.steps": ["500"], "ste.t": ["0.3"]}, "yin2019")
+    assert back == url_state.PresetView(yin_steps=500) and notices == []
+
+
+@pytest.mark.parametrize(
+    ("key", "raw", "words"),
+    [
+        ("yin.steps", "0", "a whole number in [1, 10000]; using 3000"),
+        ("yin.steps", "10001", "a whole number in [1, 10000]"),
+        ("yin.lr", "inf", "a number in [0.0001, 10]; using 0.1"),
+        ("yin.mc", "true", "0 or 1; using 0"),
+        ("ste.p", "2.5", "one of 1.5, 2, 3; using 2"),
+        ("ste.t", "0.5", "a number in [0.05, 0.49]; using 0.45"),
+        ("ste.op", "relu", "one of atan, "),
+    ],
+)
+def test_a_bad_preset_view_value_is_a_notice_naming_the_allowed_values(key, raw, words):
+    preset = "yin2019" if key.startswith("yin.") else "ste_bias"
+    view, notices = url_state.preset_view_from_query({key: [raw]}, preset)
+    assert view == url_state.PresetView()
+    assert len(notices) == 1 and notices[0].startswith(f"'{key}' = '{raw}' must be ") and words in notices[0]

@@ -194,6 +194,41 @@ def test_unknown_url_preset_gives_a_notice_and_keeps_everything():
     assert not any("Unknown preset" in w.value for w in app.warning)
 
 
+def _ste_fixed_point(p: float, t: float) -> float:
+    """The straight-through fixed point q* = t^(p-1) / (t^(p-1) + (1-t)^(p-1)), written here from the issue's formula."""
+    return t ** (p - 1) / (t ** (p - 1) + (1 - t) ** (p - 1))
+
+
+def test_a_preset_link_reproduces_its_own_view_controls_and_a_change_is_written_back():
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    for key, value in {"preset": "ste_bias", "ste.p": "3", "ste.t": "0.3", "ste.op": "sigmoid"}.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="train.ste_p").value == 3.0 and app.slider(key="train.ste_t").value == 0.3
+    assert app.selectbox(key="train.ste_surrogate").value == "sigmoid"
+    text = _markdown(app)  # the closed form drawn is the link's: p = 3, t = 0.3 (q* = 0.09 / 0.58)
+    assert f"**{_ste_fixed_point(3.0, 0.3):.4f}**" in text and "**0.1552**" in text and "the sigmoid surrogate" in text
+    app.slider(key="train.ste_t").set_value(0.25).run()
+    assert app.query_params["ste.t"] == "0.25" and app.query_params["ste.p"] == "3"
+    app.selectbox(key="train.ste_p").set_value(2.0).run()  # back to its default: the key leaves the URL
+    assert "ste.p" not in dict(app.query_params) and app.query_params["ste.op"] == "sigmoid"
+
+
+def test_bad_preset_view_values_in_a_link_are_notices_and_the_rest_is_kept():
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    for key, value in {"preset": "yin2019", "yin.steps": "2.5", "yin.lr": "0.05", "yin.mc": "yes", "lr": "0.02"}.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception
+    notices = " ".join(shown(w) for w in app.warning)
+    assert "'yin.steps' = '2.5' must be a whole number in [1, 10000]; using 3000." in notices
+    assert "'yin.mc' = 'yes' must be 0 or 1; using 0." in notices
+    assert app.number_input(key="train.yin_steps").value == 3000 and app.number_input(key="train.yin_lr").value == 0.05
+    assert app.number_input(key="train.lr").value == 0.02  # a training control of the same link is kept
+    assert "learning rate 0.05" in _markdown(app)
+
+
 def live_figure_app():
     import streamlit as st
 

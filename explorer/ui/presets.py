@@ -13,18 +13,38 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer import state as url_state
 from explorer.train import preset_figures, presets, spiking, ste_bias
 from explorer.train import trainer as train
 from explorer.ui.widgets import show_chart
 
 YIN_STEPS_KEY, YIN_LR_KEY = "train.yin_steps", "train.yin_lr"
 MONTE_CARLO_KEY = "train.yin_monte_carlo"
-YIN_PAGE_MAX_STEPS = 10_000  # the closed-form loop holds the GIL: keep a page's request short for everyone else
 STE_P_KEY, STE_T_KEY, STE_SURROGATE_KEY = "train.ste_p", "train.ste_t", "train.ste_surrogate"
-VIEW_DEFAULTS = {  # set whenever a preset loads
-    YIN_STEPS_KEY: 3000, YIN_LR_KEY: 0.1, MONTE_CARLO_KEY: False,
-    STE_P_KEY: 2.0, STE_T_KEY: ste_bias.DEFAULT_T, STE_SURROGATE_KEY: "atan",
+VIEW_WIDGETS = {  # PresetView field -> the widget that shows it
+    "yin_steps": YIN_STEPS_KEY, "yin_lr": YIN_LR_KEY, "yin_monte_carlo": MONTE_CARLO_KEY,
+    "ste_p": STE_P_KEY, "ste_t": STE_T_KEY, "ste_surrogate": STE_SURROGATE_KEY,
 }  # fmt: skip
+
+
+def show_view_state(view: url_state.PresetView) -> None:
+    """Put ``view`` into the preset views' widgets (before they render: a preset loads, a link is opened)."""
+    for field_name, widget in VIEW_WIDGETS.items():
+        st.session_state[widget] = getattr(view, field_name)
+
+
+def view_state() -> url_state.PresetView:
+    """What the preset views' widgets hold (a widget not drawn in the last run: its default)."""
+    default = url_state.PresetView()
+    return url_state.PresetView(
+        **{name: st.session_state.get(widget, getattr(default, name)) for name, widget in VIEW_WIDGETS.items()}
+    )
+
+
+def _seed_view_widgets() -> None:
+    default = url_state.PresetView()
+    for field_name, widget in VIEW_WIDGETS.items():
+        st.session_state.setdefault(widget, getattr(default, field_name))
 
 
 def ratio_text(value: float) -> str:
@@ -129,8 +149,7 @@ def _ste_bias(p: float, t: float, surrogate: str) -> pd.DataFrame:
 
 
 def _ste_bias_view() -> None:
-    for key, value in VIEW_DEFAULTS.items():
-        st.session_state.setdefault(key, value)
+    _seed_view_widgets()
     col_p, col_t, col_op = st.columns(3)
     p = col_p.selectbox("Exponent p", ste_bias.EXPONENTS, format_func=lambda v: f"{v:g}", key=STE_P_KEY)
     t = col_t.slider("Target t", *ste_bias.T_RANGE, step=0.01, key=STE_T_KEY, help="below 1/2, so the optimum is q = 0")
@@ -175,12 +194,16 @@ def _preset_header(preset: presets.Preset) -> None:
 
 
 def _yin_view() -> None:
+    _seed_view_widgets()
     col_steps, col_lr = st.columns(2)
     steps = col_steps.number_input(
-        "Steps", min_value=1, max_value=YIN_PAGE_MAX_STEPS, step=500, key=YIN_STEPS_KEY,
-        help=f"at most {YIN_PAGE_MAX_STEPS:,} here (about a second): the steps are a Python loop",
+        "Steps", min_value=1, max_value=url_state.YIN_MAX_STEPS, step=500, key=YIN_STEPS_KEY,
+        help=f"at most {url_state.YIN_MAX_STEPS:,} here (about a second): the steps are a Python loop",
     )
-    lr = col_lr.number_input("Learning rate", min_value=1e-4, max_value=10.0, format="%g", key=YIN_LR_KEY)
+    lr = col_lr.number_input(
+        "Learning rate", min_value=url_state.YIN_LR_RANGE[0], max_value=url_state.YIN_LR_RANGE[1], format="%g",
+        key=YIN_LR_KEY,
+    )
     histories = _yin(int(steps), float(lr))
     summary = presets.yin2019_summary(histories, steps=int(steps))
     rows = summary.set_index("ste").to_dict("index")

@@ -185,11 +185,14 @@ def _state_from_url() -> None:
     if not query or {key: values[-1] for key, values in query.items()} == st.session_state.get(URL_KEY):
         return
     state, notices = url_state.train_from_query(query, _current_state() or DEFAULT_STATE, editor_op=_user_op())
-    st.session_state[NOTICES_KEY] = notices
+    view, view_notices = url_state.preset_view_from_query(query, state.preset)
+    st.session_state[NOTICES_KEY] = notices + view_notices
     changed_preset = state.preset != (st.session_state.get(PRESET_KEY) or "")
     _apply_state(state)
     if changed_preset and state.preset:
-        _load_preset_views(state.preset)
+        _load_preset_views(state.preset, view)
+    elif state.preset:
+        preset_views.show_view_state(view)
     st.session_state[URL_KEY] = {key: values[-1] for key, values in query.items()}
 
 
@@ -198,10 +201,10 @@ def _current_state() -> url_state.TrainState | None:
     return st.session_state.get("train.state")
 
 
-def _load_preset_views(key: str) -> None:
-    """A preset was chosen: its views start from their defaults; a live preset starts training."""
-    for widget, value in preset_views.VIEW_DEFAULTS.items():
-        st.session_state[widget] = value
+def _load_preset_views(key: str, view: url_state.PresetView | None = None) -> None:
+    """A preset was chosen: its views start from ``view`` (a link's) or their defaults; a live preset starts
+    training."""
+    preset_views.show_view_state(view or url_state.PresetView())
     _on_reset()
     if presets.get(key).live:
         st.session_state[REQUEST_KEY] = "start"
@@ -671,11 +674,12 @@ def _preset_selector() -> str:
 
 
 def _write_url(state: url_state.TrainState | None) -> None:
-    """The URL is the state the controls hold (the page remembers it, so that it reads only other URLs)."""
+    """The URL is the state the controls hold, the preset view's own controls included (the page remembers it,
+    so that it reads only other URLs)."""
     if state is None:
         return
     st.session_state["train.state"] = state
-    query = url_state.train_to_query(state)
+    query = url_state.train_to_query(state) | url_state.preset_view_to_query(preset_views.view_state(), state.preset)
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
     st.session_state[URL_KEY] = query
