@@ -8,7 +8,7 @@ A flag you pass yourself (``--server.port 9000``) wins over the file.
 ``--ops`` names the operator's own modules (paths to ``.py`` files or module names, comma-separated or
 repeated); they reach the app as the environment variable :data:`OPS_ENV`, read once at server start.
 Their functions run in worker processes (:mod:`explorer.worker`), which the app starts at its first run
-(:func:`explorer.loaded.start_workers`), not here: this process is replaced by Streamlit's (``exec``), and
+(:func:`explorer.loaded.start_workers`; :mod:`explorer.loaded.lanes` knows them), not here: this process is replaced by Streamlit's (``exec``), and
 a worker started before would lose its parent. The workers' settings (``GRADIENT_EXPLORER_CALL_SECONDS``,
 ``GRADIENT_EXPLORER_CHECK_SECONDS``, ``GRADIENT_EXPLORER_WORKER_MEMORY_MB``) pass through the environment.
 """
@@ -21,26 +21,20 @@ import sys
 import tomllib
 from pathlib import Path
 
-from explorer import worker
+import explorer.loaded.lanes as lanes
 
-OPS_ENV = "GRADIENT_EXPLORER_OPS"
+OPS_ENV = lanes.OPS_ENV
 UI_DIR = Path(__file__).resolve().parent / "ui"
 APP_SCRIPT = UI_DIR / "app.py"
 CONFIG_FILE = UI_DIR / "config.toml"
 
 
-def user_code_warm(targets: tuple[str, ...], cwd: str) -> tuple:
-    """What a worker for the operator's modules runs at its start: :func:`explorer.loaded._worker_start`,
-    named (importing it here would import TensorFlow)."""
-    return ((worker.Named("explorer.loaded", "_worker_start"), (tuple(targets), str(cwd))),)
-
-
 def start_user_code_worker() -> bool:
     """Start the sweeps' worker for the modules of :data:`OPS_ENV`, if any, without importing TensorFlow:
     the app script calls this first thing, so the worker imports while the server does. True if started."""
-    targets = tuple(part.strip() for part in os.environ.get(OPS_ENV, "").split(",") if part.strip())
+    targets = lanes.parse_targets(os.environ.get(OPS_ENV))
     if targets:
-        worker.shared("interactive", user_code_warm(targets, str(Path.cwd().resolve())))
+        lanes.worker_for(lanes.Modules(targets, str(Path.cwd().resolve())), lanes.INTERACTIVE)
     return bool(targets)
 
 

@@ -8,6 +8,8 @@ import pytest
 
 import ops
 from explorer import export, loaded
+from explorer.loaded import catalogue
+from explorer.loaded import sweeps as loaded_sweeps
 from explorer.explore import sweeps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -21,6 +23,12 @@ def examples():
         yield loaded.current()
     loaded.reset()
 
+
+
+def _use(patch: pytest.MonkeyPatch, result: loaded.Loaded) -> None:
+    """Make ``result`` the loaded ops of this process while ``patch`` lasts."""
+    patch.setattr(catalogue, "_CURRENT", type(catalogue._CURRENT)())
+    catalogue.keep(result)
 
 def test_examples_load_by_function_name_with_their_layer_and_the_missing_module(examples):
     assert set(examples.ops) == {
@@ -122,8 +130,8 @@ def test_bad_ops_fail_with_a_message_and_clashing_names_are_qualified(tmp_path):
     ]  # fmt: skip
     assert "low < high" in result.errors[-1].message
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loaded, "_CURRENT", {"loaded": result})
-        patch.setattr(loaded, "_FAILURES", type(loaded._FAILURES)())
+        _use(patch, result)
+        patch.setattr(loaded_sweeps, "_FAILURES", type(loaded_sweeps._FAILURES)())
         with pytest.raises(loaded.UserOpError, match="forward raised RuntimeError: boom in forward"):
             loaded.sweep("raises_in_forward")
         with pytest.raises(loaded.UserOpError, match="output is NaN on every one"):
@@ -150,8 +158,8 @@ def test_an_exported_op_loads_back_with_the_same_curves(tmp_path):
     spec = result.ops[key].spec
     assert spec.true_gradient == "autodiff" and spec.param_names == ("alpha", "threshold")
     with pytest.MonkeyPatch.context() as patch:  # the layer is called in a worker that loads the same module
-        patch.setattr(loaded, "_CURRENT", {"loaded": result})
-        patch.setattr(loaded, "_LAYER_OPS", {})
+        _use(patch, result)
+        patch.setattr(catalogue, "_LAYER_OPS", type(catalogue._LAYER_OPS)())
         assert result.layers["AtanLayer"].op_key == key
         loaded.stop_workers()
     mine = sweeps.sweep(spec, -3.0, 3.0, 1001, params=params)
@@ -225,8 +233,8 @@ def test_a_value_error_inside_tf_function_is_a_graph_failure_and_bad_inputs_stay
     _module(tmp_path, "eager_only_ops", GRAPH_ONLY_VALUE_ERROR)
     result = loaded.load("eager_only_ops.py", cwd=tmp_path)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loaded, "_CURRENT", {"loaded": result})
-        patch.setattr(loaded, "_GRAPH_FAILURES", {})
+        _use(patch, result)
+        patch.setattr(loaded_sweeps, "_GRAPH_FAILURES", type(loaded_sweeps._GRAPH_FAILURES)())
         swept = loaded.sweep("eager_only", -1.0, 1.0, 21)
         np.testing.assert_allclose(swept["custom_grad"], np.full(21, 3.0))
         assert "refuses graph mode" in loaded.graph_failure("eager_only")

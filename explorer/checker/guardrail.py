@@ -124,7 +124,7 @@ def _name(fn_or_layer: Any) -> str:
 
 
 # -- the worker hook (explorer.worker) --------------------------------------------------------------------
-_GUARDRAIL_WORKER: list = []
+GUARDRAIL_LANE = "guardrail"  # the shared worker (explorer.worker.shared) of this process's guardrail checks
 
 
 def importable_name(fn_or_layer: Any) -> tuple[str, str] | None:
@@ -178,9 +178,8 @@ def checks_in_worker(
     ``GRADIENT_EXPLORER_CHECK_SECONDS``, which raises :class:`explorer.worker.WorkerFailure`)."""
     from explorer import worker
 
-    if not _GUARDRAIL_WORKER:
-        _GUARDRAIL_WORKER.append(worker.Worker("guardrail", [(importlib.import_module, ("explorer.checker.plan",))]))
+    running = worker.shared(GUARDRAIL_LANE, worker.importing(plan.__name__))
     where = (list(sys.path), getattr(sys.modules.get(module), "__file__", None))
-    return _GUARDRAIL_WORKER[0].call(
+    return running.call(
         _checks_by_name, module, name, declarations, pinning, where, time_limit=worker.check_seconds()
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import importlib
 import json
 import platform
 import sys
@@ -179,7 +178,7 @@ def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]
 
 # -- the worker hook: each function's checks in a worker process (explorer.worker) ----------------------
 ISOLATE = True  # False: check in this process (a test that replaces the checks here sets it)
-_VERIFY_WORKER: list = []
+VERIFY_LANE = "verify"  # the shared worker (explorer.worker.shared) of this process's verify checks
 _DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
 
 
@@ -200,10 +199,9 @@ def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer
     worker is replaced for the next function."""
     from explorer import worker
 
-    if not _VERIFY_WORKER:
-        _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.plan",))]))
+    running = worker.shared(VERIFY_LANE, worker.importing(plan.__name__))
     try:
-        return _VERIFY_WORKER[0].call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
+        return running.call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
     except worker.WorkerFailure as failure:
         names = plan.LAYER_CHECKS if is_layer else plan.FUNCTION_CHECKS
         message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"

@@ -36,6 +36,7 @@ x. The sweep must show what eager TensorFlow training computes.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import numbers
@@ -431,6 +432,8 @@ class Sweep:
     dtype: str
     upstream: float
     frame: pd.DataFrame
+    # (sweep, x, dtype) -> the columns of :func:`evaluate` at x; None: evaluate here
+    reevaluate: Callable[[Sweep, np.ndarray, str], dict[str, np.ndarray | bool]] | None = None
 
     @property
     def key(self) -> str:
@@ -466,12 +469,16 @@ class Sweep:
 
     def evaluate(self, x: np.ndarray, dtype: str | None = None) -> dict[str, np.ndarray | bool]:
         """The same op, parameters and upstream gradient at other ``x`` (in ``dtype``, default the
-        sweep's own), as :func:`evaluate` returns them: zooming in on a point needs nothing else."""
+        sweep's own), as :func:`evaluate` returns them: zooming in on a point needs nothing else.
+        A sweep made elsewhere (a loaded op's, in its worker) carries the function that evaluates it
+        again there (:attr:`reevaluate`)."""
+        if self.reevaluate is not None:
+            return self.reevaluate(self, np.asarray(x), dtype or self.dtype)
         return evaluate(self.spec, x, self.params, self.upstream, dtype or self.dtype)
 
     def with_frame(self, frame: pd.DataFrame) -> Sweep:
         """The same sweep description with other rows (e.g. fewer, for plotting)."""
-        return Sweep(self.spec, self.params, self.lo, self.hi, self.n, self.dtype, self.upstream, frame)
+        return dataclasses.replace(self, frame=frame)
 
 
 def sweep(
