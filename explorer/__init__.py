@@ -26,6 +26,7 @@ import importlib
 # Imported on first use (PEP 562), so that ``gradient-explorer run`` and ``--help`` start without TensorFlow.
 _EXPORTS = {
     "Sweep": "explorer.explore.sweeps",
+    "SweepRange": "explorer.explore.sweeps",  # lo, hi, n, dtype, upstream: validated once, taken by every sweep
     "decimate": "explorer.explore.sweeps",
     "sweep": "explorer.notebook",  # explorer.explore.sweeps.sweep, taking your function or layer as well
     "plot": "explorer.notebook",

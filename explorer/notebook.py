@@ -2,6 +2,7 @@
 
     import explorer
     explorer.sweep(my_fn, lo=-2, hi=2)    # a Sweep, as explorer.explore.sweeps.sweep gives
+    explorer.sweep(my_fn, sweep_range=explorer.SweepRange(-2, 2, n=501))  # the same range as one value
     explorer.plot(my_fn)                  # the Explore page's three-panel figure
     explorer.plot([my_fn, "ste_sign"])    # the page's compare overlay
     explorer.plot(my_fn, save="fig.svg")  # and written as SVG, PNG or PDF (needs the images extra: kaleido)
@@ -43,7 +44,7 @@ import ops
 from explorer.explore import figures
 from explorer.explore import sweeps as _sweeps
 from explorer.explore.points import special_points
-from explorer.explore.sweeps import Sweep
+from explorer.explore.sweeps import Sweep, SweepRange
 from explorer.explore.view_html import LEVEL_ORDER, LEVEL_STYLES, checks_html
 
 NOTEBOOK_EXTRA = "pip install gradient-explorer[notebook]"
@@ -157,10 +158,13 @@ def sweep(
     params: Mapping[str, float] | None = None,
     upstream: float = 1.0,
     dtype: str = "float32",
+    *,
+    sweep_range: SweepRange | None = None,
 ) -> Sweep:
-    """:func:`explorer.explore.sweeps.sweep` of any target (see the module docstring); ValueError names the
-    allowed range of a bad argument."""
-    return _sweeps.sweep(spec_of(target), lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+    """:func:`explorer.explore.sweeps.sweep` of any target (see the module docstring) over ``sweep_range`` or
+    the separate range arguments; ValueError names the allowed range of a bad argument."""
+    spec = spec_of(target)
+    return _sweeps.sweep(spec, params=params, sweep_range=_sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range))
 
 
 def plot(
@@ -172,6 +176,7 @@ def plot(
     upstream: float = 1.0,
     dtype: str = "float32",
     *,
+    sweep_range: SweepRange | None = None,
     overlay: bool = False,
     labels: Sequence[str] | None = None,
     title: str | None = None,
@@ -184,14 +189,15 @@ def plot(
     keys in the legend); the same range, dtype and ``params`` apply to each target that is not a sweep.
     ``save="fig.svg"`` (or ``.png``, ``.pdf``) also writes the figure there (:func:`save_figure`).
     """
+    if isinstance(target, (list, tuple)) and not target:
+        raise ValueError(f"plot([...]) needs at least one target: {TARGET_KINDS}, or a Sweep")
+    span = _sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
     if isinstance(target, (list, tuple)):
-        if not target:
-            raise ValueError(f"plot([...]) needs at least one target: {TARGET_KINDS}, or a Sweep")
-        results = [_as_sweep(item, lo, hi, n, params, upstream, dtype) for item in target]
+        results = [_as_sweep(item, params, span) for item in target]
         names = [_label(result) for result in results] if labels is None else list(labels)
         points = [special_points(result) for result in results]
         return save_figure(figures.compare_figure(results, names, points, title=title), save)
-    result = _as_sweep(target, lo, hi, n, params, upstream, dtype)
+    result = _as_sweep(target, params, span)
     return save_figure(figures.main_figure(result, special_points(result), overlay=overlay, title=title), save)
 
 
@@ -204,8 +210,8 @@ def save_figure(figure: go.Figure, path: str | Path | None) -> go.Figure:
     return figure
 
 
-def _as_sweep(target: Any, lo, hi, n, params, upstream, dtype) -> Sweep:
-    return target if isinstance(target, Sweep) else sweep(target, lo, hi, n, params, upstream, dtype)
+def _as_sweep(target: Any, params: Mapping[str, float] | None, span: SweepRange) -> Sweep:
+    return target if isinstance(target, Sweep) else sweep(target, params=params, sweep_range=span)
 
 
 # -- check -------------------------------------------------------------------------------------------------
@@ -372,13 +378,16 @@ def interact(
     upstream: float = 1.0,
     dtype: str = "float32",
     *,
+    sweep_range: SweepRange | None = None,
     overlay: bool = False,
 ) -> Panel:
     """The Explore page's controls (parameters, range, points, dtype, upstream gradient, overlay) beside its
     figure, redrawn in place when a control changes. Needs ipywidgets (``pip install gradient-explorer[notebook]``)."""
     widgets = _widgets()
     spec = spec_of(target)
-    start = plot(spec, lo, hi, n, params, upstream, dtype, overlay=overlay)  # bad arguments fail here, plainly
+    span = _sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)  # bad arguments fail here, plainly
+    lo, hi, n, upstream, dtype = span.lo, span.hi, span.n, span.upstream, span.dtype
+    start = plot(spec, params=params, sweep_range=span, overlay=overlay)
     resolved = spec.resolve(params)
     controls: dict[str, Any] = {p.name: _param_control(widgets, p, resolved[p.name]) for p in spec.params}
     controls["lo"] = widgets.FloatText(value=lo, description="x from")

@@ -33,7 +33,7 @@ from typing import Any
 
 import ops
 from explorer import expr, loaded
-from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N
+from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N, SweepRange
 from explorer.train import setup as train_setup
 from explorer.train import ste_bias
 
@@ -76,6 +76,17 @@ class ExploreState:
     @property
     def spec(self) -> ops.OpSpec:
         return loaded.get(self.op)  # a built-in, or an op loaded from GRADIENT_EXPLORER_OPS
+
+    @property
+    def sweep_range(self) -> SweepRange:
+        """``lo``, ``hi``, ``n``, ``dtype`` and ``upstream`` as the one value every sweep takes; ValueError
+        naming the allowed range when they do not make one (e.g. lo beyond float16's largest value)."""
+        return SweepRange(self.lo, self.hi, self.n, self.dtype, self.upstream)
+
+    def with_range(self, sweep_range: SweepRange) -> ExploreState:
+        """The same view over ``sweep_range`` (already validated)."""
+        span = sweep_range
+        return replace(self, lo=span.lo, hi=span.hi, n=span.n, dtype=span.dtype, upstream=span.upstream)
 
     def resolved_params(self) -> dict[str, float]:
         return {**self.spec.defaults(), **self.params}

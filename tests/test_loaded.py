@@ -8,9 +8,9 @@ import pytest
 
 import ops
 from explorer import export, loaded
+from explorer.explore import sweeps
 from explorer.loaded import catalogue
 from explorer.loaded import sweeps as loaded_sweeps
-from explorer.explore import sweeps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

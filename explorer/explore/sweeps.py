@@ -118,6 +118,46 @@ def validate_upstream(upstream: Any, dtype: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class SweepRange:
+    """What a sweep covers: ``n`` points of [``lo``, ``hi``] in ``dtype``, with the constant upstream gradient
+    ``upstream``. Validated once, when made: ValueError naming the argument and its allowed range (lo and hi
+    finite, ``|x| <= min(1e6, the dtype's largest value)``, lo < hi; n a whole number in [11, 1,000,000];
+    dtype one of ``ops.DTYPES``; upstream finite within the dtype). Whoever takes one does not check again."""
+
+    lo: float = -3.0
+    hi: float = 3.0
+    n: int = 2001
+    dtype: str = "float32"
+    upstream: float = 1.0
+
+    def __post_init__(self) -> None:
+        dtype = validate_dtype(self.dtype)
+        lo, hi, n = validate_range(self.lo, self.hi, self.n, dtype)
+        upstream = validate_upstream(self.upstream, dtype)
+        for name, value in (("lo", lo), ("hi", hi), ("n", n), ("upstream", upstream)):
+            object.__setattr__(self, name, value)
+
+
+def sweep_range_of(
+    lo: Any = -3.0,
+    hi: Any = 3.0,
+    n: Any = 2001,
+    upstream: Any = 1.0,
+    dtype: Any = "float32",
+    sweep_range: SweepRange | None = None,
+) -> SweepRange:
+    """``sweep_range``, or the :class:`SweepRange` of the separate arguments (the older call form); ValueError
+    if both are given (separate arguments other than the defaults beside a ``sweep_range``)."""
+    if sweep_range is None:
+        return SweepRange(lo, hi, n, dtype, upstream)
+    if not isinstance(sweep_range, SweepRange):
+        raise ValueError(f"sweep_range must be a SweepRange, got {type(sweep_range).__name__}")
+    if (lo, hi, n, upstream, dtype) != (-3.0, 3.0, 2001, 1.0, "float32"):
+        raise ValueError("give the range either as sweep_range=SweepRange(...) or as lo, hi, n, upstream, dtype, not both")
+    return sweep_range
+
+
 # -- the compiled evaluator ---------------------------------------------------------------------
 def _is_registered(spec: ops.OpSpec) -> bool:
     try:
@@ -440,6 +480,10 @@ class Sweep:
         return self.spec.key
 
     @property
+    def sweep_range(self) -> SweepRange:
+        return SweepRange(self.lo, self.hi, self.n, self.dtype, self.upstream)
+
+    @property
     def grid_step(self) -> float:
         return (self.hi - self.lo) / (self.n - 1)
 
@@ -489,12 +533,14 @@ def sweep(
     params: Mapping[str, float] | None = None,
     upstream: float = 1.0,
     dtype: str = "float32",
+    *,
+    sweep_range: SweepRange | None = None,
 ) -> Sweep:
-    """Forward, true gradient and custom gradient of ``op`` on ``n`` points of [lo, hi] plus its special points."""
+    """Forward, true gradient and custom gradient of ``op`` on ``n`` points of [lo, hi] plus its special points.
+    The range is ``sweep_range`` or the separate arguments (:func:`sweep_range_of`)."""
     spec = ops.get(op)
-    dtype = validate_dtype(dtype)
-    lo, hi, n = validate_range(lo, hi, n, dtype)
-    upstream = validate_upstream(upstream, dtype)
+    span = sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+    lo, hi, n, dtype, upstream = span.lo, span.hi, span.n, span.dtype, span.upstream
     resolved = spec.resolve(params)
     points = spec.points(lo, hi, dtype, **resolved)
     shared = _cached_grid(lo, hi, n, dtype, tuple((p.x, p.kind) for p in points))

@@ -80,29 +80,29 @@ def sweep_and_points(
     upstream: float = 1.0,
     dtype: str = "float32",
     *,
+    sweep_range: sweeps.SweepRange | None = None,
     time_limit: float | None = None,
 ) -> tuple[sweeps.Sweep, Any]:
     """:func:`sweep` and its special points (:func:`explorer.explore.points.special_points`); for a loaded
-    op both come from one worker call."""
+    op both come from one worker call. The range is ``sweep_range`` or the separate arguments."""
     spec = catalogue.get(op)
     if not catalogue.is_loaded(spec.key) or spec.user_function is None:
         from explorer.explore.points import special_points
 
-        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        span = sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+        result = sweeps.sweep(spec, params=params, sweep_range=span)
         return result, special_points(result)
     # invalid inputs are ValueErrors as for any op, raised here: in the worker every failure is the user's code
     resolved = spec.resolve(params)
-    dtype = sweeps.validate_dtype(dtype)
-    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
-    upstream = sweeps.validate_upstream(upstream, dtype)
-    remembered = (spec.key, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
+    span = sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+    remembered = (spec.key, tuple(sorted(resolved.items())), span)
     if remembered in _FAILURES:
         raise _FAILURES[remembered]
     limit = worker.call_seconds() if time_limit is None else time_limit
     try:
         frame, points, graph = lanes.call(
-            catalogue.current(), lanes.INTERACTIVE, lanes.on_worker("sweep"),
-            spec.key, dict(resolved), lo, hi, n, dtype, upstream, time_limit=limit,
+            catalogue.current(), lanes.INTERACTIVE, lanes.on_worker("sweep"), spec.key, dict(resolved), span,
+            time_limit=limit,
         )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
         failure = lanes.failure(spec.key, error, "sweep")
@@ -111,8 +111,9 @@ def sweep_and_points(
     if graph is not None:
         note_graph_failure(spec.key, graph)
     result = sweeps.Sweep(
-        spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame, reevaluate=evaluate_in_worker
-    )
+        spec, MappingProxyType(dict(resolved)), span.lo, span.hi, span.n, span.dtype, span.upstream, frame,
+        reevaluate=evaluate_in_worker,
+    )  # fmt: skip
     return result, points
 
 
@@ -125,14 +126,18 @@ def sweep(
     upstream: float = 1.0,
     dtype: str = "float32",
     *,
+    sweep_range: sweeps.SweepRange | None = None,
     time_limit: float | None = None,
 ) -> sweeps.Sweep:
     """:func:`explorer.explore.sweeps.sweep` of a built-in or loaded op; a loaded op in its worker under the
     guards of this module's docstring (UserOpError for its failures, ValueError for invalid inputs as for any op)."""
     spec = catalogue.get(op)
     if not catalogue.is_loaded(spec.key) or spec.user_function is None:
-        return sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
-    return sweep_and_points(op, lo, hi, n, params, upstream, dtype, time_limit=time_limit)[0]
+        span = sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+        return sweeps.sweep(spec, params=params, sweep_range=span)
+    return sweep_and_points(
+        op, lo, hi, n, params, upstream, dtype, sweep_range=sweep_range, time_limit=time_limit
+    )[0]
 
 
 def problem(key: str, params: Mapping[str, float] | None = None) -> str | None:

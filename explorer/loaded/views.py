@@ -89,6 +89,8 @@ def view_sweep_and_points(
     n: int = 2001,
     upstream: float = 1.0,
     dtype: str = "float32",
+    *,
+    sweep_range: sweeps.SweepRange | None = None,
 ) -> tuple[ViewSweep, Any]:
     """The view ``view`` of loaded op ``op`` swept in the worker, and its special points. ``params`` holds the
     function's own parameters and the slider inputs' values; ValueError for invalid inputs, UserOpError for
@@ -99,16 +101,14 @@ def view_sweep_and_points(
     view = signature_views.validate_view(found, view)
     spec = view_spec(op, view)
     resolved = spec.resolve(params)
-    dtype = sweeps.validate_dtype(dtype)
-    lo, hi, n = sweeps.validate_range(lo, hi, n, dtype)
-    upstream = sweeps.validate_upstream(upstream, dtype)
-    remembered = (op, view, tuple(sorted(resolved.items())), lo, hi, n, dtype, upstream)
+    span = sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+    remembered = (op, view, tuple(sorted(resolved.items())), span)
     if remembered in _FAILURES:
         raise _FAILURES[remembered]
     try:
         frame, points, graph = lanes.call(
             catalogue.current(), lanes.INTERACTIVE, lanes.on_worker("view_sweep"),
-            op, view, dict(resolved), lo, hi, n, dtype, upstream, time_limit=worker.call_seconds(),
+            op, view, dict(resolved), span, time_limit=worker.call_seconds(),
         )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - the user's code, or how its worker ended
         failure = lanes.failure(op, error, "sweep")
@@ -117,8 +117,9 @@ def view_sweep_and_points(
     if graph is not None:
         note_graph_failure(op, graph)
     result = ViewSweep(
-        spec, MappingProxyType(dict(resolved)), lo, hi, n, dtype, upstream, frame, evaluate_view_in_worker, view
-    )
+        spec, MappingProxyType(dict(resolved)), span.lo, span.hi, span.n, span.dtype, span.upstream, frame,
+        evaluate_view_in_worker, view,
+    )  # fmt: skip
     return result, points
 
 

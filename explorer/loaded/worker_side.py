@@ -86,22 +86,22 @@ def evaluate(key: str, x: np.ndarray, params: dict, upstream: float, dtype: str)
     return sweeps.evaluate(catalogue.get(key), x, params, upstream, dtype)
 
 
-def sweep(key: str, params: dict, lo: float, hi: float, n: int, dtype: str, upstream: float) -> tuple:
+def sweep(key: str, params: dict, span: sweeps.SweepRange) -> tuple:
     """Probe, sweep (eagerly if the graph fails) and find the special points of loaded op ``key``; returns
     (frame, points table, graph failure or None). UserOpError for the user's failures."""
     from explorer.explore.points import special_points
 
     spec = catalogue.get(key)
-    probe(spec, params, lo, hi, dtype, upstream)
+    probe(spec, params, span.lo, span.hi, span.dtype, span.upstream)
     graph = None
     try:
-        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        result = sweeps.sweep(spec, params=params, sweep_range=span)
     except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
         if sweeps.is_eager(spec):
             raise
         graph = error_text(error)
         sweeps.run_eagerly(spec)
-        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        result = sweeps.sweep(spec, params=params, sweep_range=span)
     if graph is None and sweeps.is_eager(spec):
         graph = _GRAPH_FAILURES.get(key)
     if graph is not None:
@@ -135,21 +135,21 @@ def view_evaluate(key: str, view: Any, x: np.ndarray, params: dict, upstream: fl
     return sweeps.evaluate(_view_spec(key, view), x, params, upstream, dtype)
 
 
-def view_sweep(key: str, view: Any, params: dict, lo: float, hi: float, n: int, dtype: str, upstream: float) -> tuple:
+def view_sweep(key: str, view: Any, params: dict, span: sweeps.SweepRange) -> tuple:
     """Sweep the view op (eagerly if it fails inside tf.function) and find its special points."""
     from explorer.explore.points import special_points
 
     spec = _view_spec(key, view)
     graph = None
     try:
-        result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+        result = sweeps.sweep(spec, params=params, sweep_range=span)
     except Exception as error:  # noqa: BLE001 - fails inside tf.function: show it eagerly
         if sweeps.is_eager(spec):
             raise UserOpError(_view_failure(key, error)) from None
         graph = error_text(error)
         sweeps.run_eagerly(spec)
         try:
-            result = sweeps.sweep(spec, lo=lo, hi=hi, n=n, params=params, upstream=upstream, dtype=dtype)
+            result = sweeps.sweep(spec, params=params, sweep_range=span)
         except Exception as eager_error:  # noqa: BLE001 - the user's code fails eagerly too
             raise UserOpError(_view_failure(key, eager_error)) from None
     return result.frame, special_points(result), graph
