@@ -26,11 +26,8 @@ Colours are from the Okabe-Ito colour-blind-safe palette and the same in every f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +35,25 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.explore import detect
+from explorer.explore.figure_layout import (  # noqa: F401 - chart_config ... write_image: importable from here too
+    AXIS_STYLE,
+    FIGURE_HEIGHT,
+    FONT,
+    IMAGE_FORMATS,
+    IMAGE_WIDTH,
+    IMAGES_EXTRA,
+    MARGIN,
+    PNG_SCALE,
+    TEMPLATE,
+    as_figure,
+    axis_names,
+    base_layout,
+    chart_config,
+    figure_html,
+    panels_layout,
+    template_json,
+    write_image,
+)
 from explorer.explore.sweeps import Sweep, decimate
 
 SERIES = ("forward", "true_grad", "custom_grad")
@@ -61,13 +77,6 @@ LIMIT_LABEL = "one-sided limit (open)"
 UNDECLARED_LABEL = "undeclared point"
 PANEL_TITLES = {"forward": "Forward", "true_grad": "True gradient (autodiff)", "custom_grad": "Custom gradient"}
 
-FIGURE_HEIGHT = 460  # ~300 px of plot area once title, subplot titles and a two-row legend are in
-# Margins wide enough for the y tick labels and a two-row legend below the plots at the default page
-# width. Plotly still grows a margin that is too small (autoexpand), but only by drawing the whole
-# figure a second time; Streamlit draws a changed figure afresh (its element id hashes the spec), so
-# a margin that already fits halves the browser's cost of every slider move (issue 15).
-MARGIN = {"l": 88, "r": 24, "t": 92, "b": 120}
-FONT = {"family": "Inter, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif", "size": 13, "color": "#1F2430"}
 MAX_SHADED_RUNS = 50  # more runs than this are shaded as one region
 LINE_HOVER_VERTICES = 9  # hoverable vertices along each vertical special-point line (at most)
 LINE_VERTEX_BUDGET = 600  # hoverable vertices of all vertical lines of one kind in one panel
@@ -248,16 +257,10 @@ def _curve(full: Sweep, shown: Sweep, column: str, points: _Points, drawn: _Poin
 
 
 # -- traces (plain dicts: the figure is built without plotly's per-property validation) ----------------------
-def _axis_names(col: int) -> tuple[str, str]:
-    """Trace references of panel ``col`` (1-based): ("x", "y"), ("x2", "y2"), ..."""
-    suffix = "" if col == 1 else str(col)
-    return f"x{suffix}", f"y{suffix}"
-
-
 def _on_panel(trace: dict, col: int | None) -> dict:
     """``trace`` placed on panel ``col`` (as ``add_trace(row=1, col=col)`` does); None: a figure without panels."""
     if col is not None:
-        trace["xaxis"], trace["yaxis"] = _axis_names(col)
+        trace["xaxis"], trace["yaxis"] = axis_names(col)
     return trace
 
 
@@ -420,90 +423,6 @@ def _default_title(result: Sweep) -> tuple[str, str]:
     return title, " · ".join(bits)
 
 
-# -- layout (plain dicts) -------------------------------------------------------------------------------------
-AXIS_STYLE = {
-    "zeroline": True,
-    "zerolinecolor": "#D0D0D0",
-    "showline": True,
-    "linecolor": "#BBBBBB",
-    "ticks": "outside",
-    "tickcolor": "#BBBBBB",
-}
-TEMPLATE = "plotly_white"
-
-
-@cache
-def template_json() -> str:
-    """The ``plotly_white`` template, expanded as plotly writes it into a figure (plotly.js knows no names)."""
-    import plotly.io  # noqa: PLC0415
-
-    return json.dumps(plotly.io.templates[TEMPLATE].to_plotly_json())
-
-
-def _layout(title: str, subtitle: str) -> dict:
-    """The look every figure shares: template, size, font, title and subtitle, legend below, hover."""
-    return {
-        "template": json.loads(template_json()),  # a fresh copy: a caller may change its figure
-        "height": FIGURE_HEIGHT,
-        "font": dict(FONT),
-        "title": {
-            "text": title,
-            "subtitle": {"text": subtitle, "font": {"size": 12, "color": "#666"}},
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 0.97,
-            "yanchor": "top",
-            "font": {"size": 17},
-        },
-        "margin": dict(MARGIN),
-        "legend": {
-            "orientation": "h",
-            "yanchor": "top",
-            "y": -0.2,
-            "x": 0.0,
-            "xanchor": "left",
-            "font": {"size": 12},
-            "tracegroupgap": 4,
-        },
-        "hovermode": "closest",
-        "hoverlabel": {"font": {"size": 12}, "align": "left"},
-    }
-
-
-def _panels_layout(layout: dict, titles: Sequence[str], spacing: float) -> None:
-    """One row of panels sharing one x axis (zoom one, zoom all), each with its title above it: the axes and
-    annotations ``make_subplots(rows=1, cols=len(titles), shared_xaxes="all", ...)`` makes, same arithmetic."""
-    cols = len(titles)
-    width = (1.0 - spacing * (cols - 1)) / cols
-    annotations = layout.setdefault("annotations", [])
-    for index, text in enumerate(titles):
-        col = index + 1
-        x_name, y_name = _axis_names(col)
-        start = sum([width] * index) + index * spacing
-        domain = [start, start + width]
-        layout[f"xaxis{col if col > 1 else ''}"] = {
-            "anchor": y_name,
-            "domain": domain,
-            **({"matches": "x"} if col > 1 else {}),
-            "title": {"text": "x"},
-            **AXIS_STYLE,
-        }
-        layout[f"yaxis{col if col > 1 else ''}"] = {"anchor": x_name, "domain": [0.0, 1.0], **AXIS_STYLE}
-        annotations.append(
-            {
-                "y": 1.0,
-                "xref": "paper",
-                "x": sum(domain) / 2.0,
-                "yref": "paper",
-                "text": text,
-                "showarrow": False,
-                "font": {"size": 14},
-                "xanchor": "center",
-                "yanchor": "bottom",
-            }
-        )
-
-
 def _shade(
     layout: dict,
     runs: list[tuple[float, float]],
@@ -517,7 +436,7 @@ def _shade(
 ) -> bool:
     """Shade x intervals on one panel (full panel height); the first one carries the legend entry and the
     annotation, at its top left. Returns whether any was drawn."""
-    x_name, y_name = _axis_names(col)
+    x_name, y_name = axis_names(col)
     for index, (x0, x1) in enumerate(runs):
         layout.setdefault("shapes", []).append(
             {
@@ -572,17 +491,6 @@ def _x_runs(x: np.ndarray, mask: np.ndarray) -> list[tuple[float, float]]:
     return [(float(x[a]), float(x[b])) for a, b in runs]
 
 
-def as_figure(spec: dict) -> go.Figure:
-    """A :class:`plotly.graph_objects.Figure` of a figure spec (``{"data": [...], "layout": {...}}`` of this
-    module), without plotly's per-property validation.
-
-    Validation costs ~20x the build itself; the specs are checked once, by the tests (which build each
-    figure again with validation on). ``st.plotly_chart`` would validate a plain dict (``Figure(**dict)``)
-    but sends a Figure as it is (``to_dict``).
-    """
-    return go.Figure(spec, _validate=False)
-
-
 # -- public figures --------------------------------------------------------------------------------------
 def main_figure(
     result: Sweep,
@@ -626,8 +534,8 @@ def main_figure_spec(
     default_title, subtitle = _default_title(result)
     if len(drawn) < len(table):
         subtitle += f" · marked: {len(drawn)} of {len(table)} special points"
-    layout = _layout(title if title is not None else default_title, subtitle)
-    _panels_layout(layout, titles, 0.07 if overlay else 0.06)
+    layout = base_layout(title if title is not None else default_title, subtitle)
+    panels_layout(layout, titles, 0.07 if overlay else 0.06)
     data: list[dict] = []
     x_full = result["x"].to_numpy(dtype=np.float64)
     clip_windows = _clip_windows(result, table)
@@ -809,74 +717,9 @@ def compare_figure_spec(
         data.append(_legend_marker(AT_LABEL, "circle", "legend-at"))
         data.append(_legend_marker(LIMIT_LABEL, "circle-open", "legend-limit"))
     subtitle = "dashed lines: each curve's special points, in its colour"
-    layout = _layout(title if title is not None else "Custom gradients compared", subtitle)
+    layout = base_layout(title if title is not None else "Custom gradients compared", subtitle)
     layout["margin"]["t"] = 80
     layout["legend"]["y"] = -0.18
     layout["xaxis"] = {"title": {"text": "x"}, **AXIS_STYLE}
     layout["yaxis"] = {**AXIS_STYLE, "title": {"text": "dy/dx (custom gradient)"}, "range": list(y_range)}
     return {"data": data, "layout": layout}
-
-
-def chart_config(filename: str) -> dict:
-    """The plotly.js config of every figure the app draws: the modebar's camera button downloads an SVG named
-    ``<filename>.svg`` (a vector figure for a paper or slides; PNG is plotly's default), and no plotly logo."""
-    return {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": filename}}
-
-
-def figure_html(fig: go.Figure | dict) -> str:
-    """A standalone HTML page with plotly.js embedded (the app runs without network: no CDN).
-    ``fig`` is a Figure or a spec of this module (:func:`main_figure_spec`)."""
-    if isinstance(fig, dict) and {"data", "layout"} <= set(fig):
-        fig = as_figure(fig)
-    if not isinstance(fig, go.Figure):
-        raise ValueError(f"fig must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
-    return fig.to_html(include_plotlyjs=True, full_html=True, config=chart_config("figure"))
-
-
-# -- static images -----------------------------------------------------------------------------------------
-IMAGE_FORMATS = ("svg", "png", "pdf")
-IMAGES_EXTRA = "pip install 'gradient-explorer[images]'"  # kaleido, plotly's static-image writer
-IMAGE_WIDTH = 1100  # pixels, for a figure whose layout sets no width (the three panels side by side)
-PNG_SCALE = 2  # a PNG at twice the layout's pixels: sharp on slides and high-density screens
-
-
-def write_image(fig: go.Figure | dict, path: str | Path) -> Path:
-    """Write ``fig`` (a Figure or a spec of this module) to ``path`` as SVG, PNG or PDF, by its suffix.
-
-    Uses kaleido, plotly's static-image writer, which draws the figure in a local Chrome or Chromium. It is
-    called here with plotly.js from the plotly package and MathJax off (these figures hold no LaTeX), so
-    nothing is fetched from the network; ``Figure.write_image`` would let kaleido load MathJax from a CDN.
-    ImportError names the install command when kaleido is missing; RuntimeError says how to get a browser
-    when kaleido finds none.
-    """
-    path = Path(path)
-    image_format = path.suffix.lower().removeprefix(".")
-    if image_format not in IMAGE_FORMATS:
-        raise ValueError(f"{path.name}: the file's suffix gives the format; allowed: .{', .'.join(IMAGE_FORMATS)}")
-    try:
-        import kaleido  # noqa: PLC0415  (optional: the images extra)
-        from kaleido.errors import ChromeNotFoundError  # noqa: PLC0415
-    except ImportError:
-        raise ImportError(
-            f"writing {path.name} needs plotly's static-image writer, kaleido (>= 1), and a Chrome or Chromium: "
-            f"{IMAGES_EXTRA}. The interactive figure needs neither: fig.write_html(...) or fig.show()."
-        ) from None
-    figure = as_figure(fig) if isinstance(fig, dict) else fig
-    if not isinstance(figure, go.Figure):
-        raise ValueError(f"fig must be a plotly.graph_objects.Figure or a figure spec, got {type(fig).__name__}")
-    layout = figure.layout
-    options = {
-        "format": image_format,
-        "width": layout.width or IMAGE_WIDTH,
-        "height": layout.height or FIGURE_HEIGHT,
-        "scale": PNG_SCALE if image_format == "png" else 1,
-    }
-    try:
-        data = kaleido.calc_fig_sync(figure.to_plotly_json(), opts=options, kopts={"mathjax": False})
-    except ChromeNotFoundError:
-        raise RuntimeError(
-            f"kaleido found no Chrome or Chromium to draw {path.name}: install one (apt-get install chromium, or "
-            "plotly_get_chrome) or point BROWSER_PATH at its executable"
-        ) from None
-    path.write_bytes(data)
-    return path
