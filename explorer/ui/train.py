@@ -44,6 +44,7 @@ import ops
 from explorer import loaded
 from explorer import state as url_state
 from explorer.train import presets, tasks
+from explorer.train import setup as train_setup
 from explorer.train import trainer as train
 from explorer.train.figures import (
     layer_norm_figure_spec,
@@ -231,7 +232,7 @@ def _controls(user_op: ops.OpSpec | None) -> tuple[url_state.TrainState | None, 
         full_batch = st.toggle("Full batch", key="train.full_batch")
         batch_size = None if full_batch else st.number_input("Batch size", 1, tasks.MAX_POINTS, key="train.batch_size")
         epochs = st.number_input("Epochs", min_value=1, max_value=train.MAX_EPOCHS, step=50, key="train.epochs")
-        seed = st.number_input("Seed", min_value=0, max_value=url_state.train_setup.MAX_SEED, key="train.seed")
+        seed = st.number_input("Seed", min_value=0, max_value=train_setup.MAX_SEED, key="train.seed")
 
     runs, problems = _runs_editor(user_op)
     if not runs:
