@@ -471,7 +471,7 @@ def test_testing_does_not_import_streamlit():
 @pytest.mark.slow
 def test_checker_rows_have_the_check_record_fields(examples_run):
     for row in examples_run[1].values():
-        assert set(row) == {"op", "check", "level", "passed", "message"}
+        assert set(row) == {"op", "check", "level", "passed", "message", "backend"}
         assert row["level"] in LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
 
 
