@@ -249,7 +249,11 @@ def _as_numpy(value: Any) -> np.ndarray | None:
     return np.asarray(value)
 
 
-def _tensorflow(call, values, compiled: bool):
+def _upstream(shape: Sequence[int], dtype: str, unit: bool) -> np.ndarray:
+    return np.ones(tuple(shape), dtype) if unit else upstream_for(shape, dtype)
+
+
+def _tensorflow(call, values, compiled: bool, unit: bool = False):
     import tensorflow as tf
 
     def both(*xs):
@@ -257,27 +261,27 @@ def _tensorflow(call, values, compiled: bool):
             for x in xs:
                 tape.watch(x)
             outputs = _outputs(call(*xs))
-        ups = [tf.constant(upstream_for(o.shape, o.dtype.name)) for o in outputs]
+        ups = [tf.constant(_upstream(o.shape, o.dtype.name, unit)) for o in outputs]
         return outputs, tape.gradient(outputs, list(xs), output_gradients=ups)
 
     run = tf.function(both, autograph=False) if compiled else both
     return run(*[tf.constant(v) for v in values])
 
 
-def _jax(call, values, compiled: bool):
+def _jax(call, values, compiled: bool, unit: bool = False):
     import jax
 
     def both(*xs):
         y, pullback = jax.vjp(lambda *a: call(*a), *xs)
         outputs = _outputs(y)
-        ups = [upstream_for(o.shape, str(o.dtype)) for o in outputs]
+        ups = [_upstream(o.shape, str(o.dtype), unit) for o in outputs]
         return outputs, list(pullback(type(y)(ups) if isinstance(y, (list, tuple)) else ups[0]))
 
     run = jax.jit(both) if compiled else both
     return run(*[jax.numpy.asarray(v) for v in values])
 
 
-def _torch(call, values, compiled: bool, key: tuple[str, str]):
+def _torch(call, values, compiled: bool, key: tuple[str, str], unit: bool = False):
     import warnings
 
     import torch
@@ -289,24 +293,27 @@ def _torch(call, values, compiled: bool, key: tuple[str, str]):
         call = _compiled_torch[key]
     xs = [torch.tensor(v, requires_grad=True) for v in values]
     outputs = _outputs(call(*xs))
-    ups = [torch.from_numpy(upstream_for(tuple(o.shape), str(o.dtype).removeprefix("torch."))) for o in outputs]
+    ups = [torch.from_numpy(_upstream(tuple(o.shape), str(o.dtype).removeprefix("torch."), unit)) for o in outputs]
     grads = torch.autograd.grad(outputs, xs, grad_outputs=ups, allow_unused=True)
     return outputs, list(grads)
 
 
-def run_once(target: str, name: str, plan: dict[str, Any], values: Sequence[np.ndarray], compiled: bool) -> dict:
-    """One run: ``{"error": "Type: first line"}`` or ``{"outputs": [...], "gradients": [... or None]}``."""
+def run_once(
+    target: str, name: str, plan: dict[str, Any], values: Sequence[np.ndarray], compiled: bool, unit: bool = False
+) -> dict:
+    """One run: ``{"error": "Type: first line"}`` or ``{"outputs": [...], "gradients": [... or None]}``; with
+    ``unit`` the upstream gradient is all ones (a sweep to draw), else :func:`upstream_for`."""
     import keras
 
     call = _caller(getattr(load(target), name), plan)
     kind = keras.backend.backend()
     try:
         if kind == "tensorflow":
-            outputs, grads = _tensorflow(call, values, compiled)
+            outputs, grads = _tensorflow(call, values, compiled, unit)
         elif kind == "jax":
-            outputs, grads = _jax(call, values, compiled)
+            outputs, grads = _jax(call, values, compiled, unit)
         elif kind == "torch":
-            outputs, grads = _torch(call, values, compiled, (target, name))
+            outputs, grads = _torch(call, values, compiled, (target, name), unit)
         else:
             return {"error": f"ValueError: the Keras backend {kind!r} is not compared (allowed: {', '.join(COMPILED)})"}
     except Exception as error:  # noqa: BLE001 - what the user gets on this backend

@@ -146,7 +146,7 @@ def _call(backend: str, name: str, *args: Any, time_limit: float) -> Any:
     return backend_worker(backend).call(worker.Named(RUN, name), *args, time_limit=time_limit)
 
 
-def keras_functions(target: str, time_limit: float = 300.0) -> list[str]:
+def functions_to_compare(target: str, time_limit: float = 300.0) -> list[str]:
     """The functions of ``target`` (a ``.py`` file or module name) to compare (imported in the TensorFlow
     worker, never here)."""
     return _call("tensorflow", "keras_functions", target, time_limit=time_limit)
@@ -385,7 +385,7 @@ def skip_rows(functions: Sequence[Any]) -> list[dict[str, Any]]:
 def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Sequence[str] | None,
                  time_limit: float | None = None) -> list[dict[str, Any]]:
     """verify's ``backends`` rows: with ``backends``, one per function of ``targets`` to compare
-    (:func:`keras_functions`), its ``backend`` the backends compared; without, :func:`skip_rows`."""
+    (:func:`functions_to_compare`), its ``backend`` the backends compared; without, :func:`skip_rows`."""
     if backends is None:
         return skip_rows(functions)
     from explorer import worker
@@ -396,7 +396,7 @@ def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Seq
     for target in targets:
         for file in _files(target):
             try:
-                work += [(file, name) for name in keras_functions(file, limit)]
+                work += [(file, name) for name in functions_to_compare(file, limit)]
             except Exception:  # noqa: BLE001 - a module that does not import: its problem is reported by discover
                 continue
     names = [name for _, name in work]
@@ -407,3 +407,105 @@ def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Seq
         rows.append({"op": label, "check": "backends", "level": found.level, "passed": found.passed,
                      "message": found.message, "backend": compared})
     return rows
+
+
+# -- a function object (the notebook, the Explore page) --------------------------------------------------------
+def where_defined(fn: Any) -> tuple[str, str]:
+    """``(file, name)`` of a function bound at module level in a ``.py`` file: what a backend worker imports.
+    ValueError for one defined elsewhere (a notebook cell, a lambda): the workers could not import it."""
+    import inspect
+    import sys
+
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    inner = getattr(fn, "__wrapped__", fn)
+    if module is None or getattr(module, "__file__", None) is None:
+        module = inspect.getmodule(inner)
+    path = getattr(module, "__file__", None)
+    names = [name for name, value in vars(module).items() if value is fn] if module is not None else []
+    if not path or not str(path).endswith(".py") or not names:
+        raise ValueError(
+            f"{getattr(fn, '__name__', fn)!r} is not a module-level function of a .py file: each backend's worker "
+            "process imports it from its module, so define it in one (not in a notebook cell) and import it"
+        )
+    return str(path), names[0]
+
+
+def check_callable(fn: Any, backends: str | Sequence[str] = "all", *, time_limit: float = 300.0) -> Check:
+    """The ``backends`` row of a function object (``explorer.check(fn, backends="all")``)."""
+    chosen = parse_backends(backends)
+    try:
+        target, name = where_defined(fn)
+    except ValueError as error:
+        return result("backends", "skip", f"not compared: {error}")
+    return check_backends(target, name, chosen, time_limit=time_limit)
+
+
+@dataclass(frozen=True)
+class BackendSweep:
+    """One input, elementwise, on a grid ``x``: per backend the forward and the custom gradient (upstream 1),
+    eagerly, or the error; ``differs``: where some backend's differs from the first's (NaN on one side only
+    included); ``verdict``: the ``backends`` row on the checker's inputs."""
+
+    x: np.ndarray
+    curves: dict[str, dict[str, Any]]
+    differs: np.ndarray
+    verdict: Check
+
+    def differing_inputs(self, limit: int = 12) -> list[float]:
+        return [float(v) for v in self.x[self.differs][:limit]]
+
+
+def sweep_backends(
+    target: str, name: str, backends: Sequence[str], lo: float = -3.0, hi: float = 3.0, n: int = 601,
+    *, time_limit: float = 300.0,
+) -> BackendSweep:
+    """Each installed backend of ``backends`` on ``linspace(lo, hi, n)`` (float32), and the ``backends`` verdict.
+    ValueError for a range or count outside the allowed one."""
+    from explorer import worker
+
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"lo must be < hi, both finite; got lo={lo}, hi={hi}")
+    if not 2 <= n <= 20001:
+        raise ValueError(f"n must be in [2, 20001], got {n}")
+    usable = [b for b in backends if installed(b)]
+    x = np.linspace(lo, hi, n).astype(np.float32)
+    row = check_backends(target, name, backends, time_limit=time_limit)
+    plan = _call("tensorflow", "plan_for", target, name, time_limit=time_limit)
+
+    def one(backend: str) -> dict[str, Any]:
+        try:
+            got = _call(backend, "run_once", target, name, plan, [x], False, True, time_limit=time_limit)
+        except worker.WorkerFailure as failure:
+            return {"error": f"WorkerFailure: {failure.how}"}
+        if "error" in got:
+            return got
+        return {"forward": got["outputs"][0], "gradient": got["gradients"][0]}
+
+    with ThreadPoolExecutor(max_workers=max(1, len(usable))) as pool:
+        curves = dict(zip(usable, pool.map(one, usable), strict=True))
+    return BackendSweep(x, curves, _differing(x, curves), row)
+
+
+def _differing(x: np.ndarray, curves: dict[str, dict[str, Any]]) -> np.ndarray:
+    """Where any backend's forward or gradient differs from the first backend's (float32 tolerance); all of
+    the grid where one raises and the other does not."""
+    mask = np.zeros(x.shape, bool)
+    names = list(curves)
+    if not names:
+        return mask
+    reference = curves[names[0]]
+    rtol, atol = TOLERANCE["float32"]
+    for other in names[1:]:
+        got = curves[other]
+        if ("error" in got) != ("error" in reference):
+            return np.ones(x.shape, bool)
+        if "error" in got:
+            continue
+        for key in ("forward", "gradient"):
+            a, b = got.get(key), reference.get(key)
+            if a is None or b is None or np.shape(a) != x.shape or np.shape(b) != x.shape:
+                mask |= (a is None) != (b is None) or np.shape(a) != np.shape(b)
+                continue
+            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            mask |= ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return mask
