@@ -29,6 +29,7 @@ GRID = np.linspace(-3.0, 3.0, 25)  # one input: a 1-D grid through 0, +-1, +-2, 
 _modules: dict[str, Any] = {}
 _counter = itertools.count(1)
 _compiled_torch: dict[tuple[str, str], Any] = {}
+_compiled: dict[tuple[str, str, bool], Any] = {}  # (target, name, unit upstream): its tf.function / jax.jit
 
 
 def backend() -> str:
@@ -253,7 +254,7 @@ def _upstream(shape: Sequence[int], dtype: str, unit: bool) -> np.ndarray:
     return np.ones(tuple(shape), dtype) if unit else upstream_for(shape, dtype)
 
 
-def _tensorflow(call, values, compiled: bool, unit: bool = False):
+def _tensorflow(call, values, compiled: bool, unit: bool = False, key: tuple = ()):
     import tensorflow as tf
 
     def both(*xs):
@@ -264,11 +265,14 @@ def _tensorflow(call, values, compiled: bool, unit: bool = False):
         ups = [tf.constant(_upstream(o.shape, o.dtype.name, unit)) for o in outputs]
         return outputs, tape.gradient(outputs, list(xs), output_gradients=ups)
 
-    run = tf.function(both, autograph=False) if compiled else both
+    if compiled:  # one tf.function per function: a check run again retraces only for new shapes
+        run = _compiled.setdefault((*key, unit), tf.function(both, autograph=False))
+    else:
+        run = both
     return run(*[tf.constant(v) for v in values])
 
 
-def _jax(call, values, compiled: bool, unit: bool = False):
+def _jax(call, values, compiled: bool, unit: bool = False, key: tuple = ()):
     import jax
 
     def both(*xs):
@@ -277,7 +281,7 @@ def _jax(call, values, compiled: bool, unit: bool = False):
         ups = [_upstream(o.shape, str(o.dtype), unit) for o in outputs]
         return outputs, list(pullback(type(y)(ups) if isinstance(y, (list, tuple)) else ups[0]))
 
-    run = jax.jit(both) if compiled else both
+    run = _compiled.setdefault((*key, unit), jax.jit(both)) if compiled else both
     return run(*[jax.numpy.asarray(v) for v in values])
 
 
@@ -309,9 +313,9 @@ def run_once(
     kind = keras.backend.backend()
     try:
         if kind == "tensorflow":
-            outputs, grads = _tensorflow(call, values, compiled, unit)
+            outputs, grads = _tensorflow(call, values, compiled, unit, (target, name))
         elif kind == "jax":
-            outputs, grads = _jax(call, values, compiled, unit)
+            outputs, grads = _jax(call, values, compiled, unit, (target, name))
         elif kind == "torch":
             outputs, grads = _torch(call, values, compiled, (target, name), unit)
         else:
@@ -331,11 +335,11 @@ def run_everywhere(
 
     load(target)
     kind = backend()
-    if kind == "torch" and "compiled" in modes:
+    if kind == "torch" and "compiled" in modes and (target, name) not in _compiled_torch:
         import torch
 
-        torch._dynamo.reset()  # each function compiles afresh (the recompile limit counts per code object)
-        _compiled_torch.clear()
+        torch._dynamo.reset()  # a new function compiles afresh: the recompile limit counts per code object, and
+        _compiled_torch.clear()  # every function is called through the same `call`
     results: dict[str, list[dict]] = {}
     for mode in modes:
         compiled = mode == "compiled"
