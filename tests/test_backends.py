@@ -187,3 +187,30 @@ def test_without_backends_a_keras_function_gets_a_skip_row_not_a_verdict():
     rows = backends.backend_rows([PORTABLE], found.functions, None)
     assert [row["op"] for row in rows] == ["spike", "clip_ste", "scaled_norm_grad"]
     assert all(row["level"] == "skip" and "--backends all" in row["message"] for row in rows)
+
+
+# -- the figure and the shaded inputs (no worker) ---------------------------------------------------------------
+def test_differing_marks_only_the_inputs_where_a_backend_differs():
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    tf_curve = {"forward": x, "gradient": np.ones(5, np.float32)}
+    jax_curve = {"forward": x, "gradient": np.float32([1, 1, 2, 1, np.nan])}  # differs at 0 and NaN at 1
+    mask = backends._differing(x, {"tensorflow": tf_curve, "jax": jax_curve})
+    assert mask.tolist() == [False, False, True, False, True]
+    raised = backends._differing(x, {"tensorflow": tf_curve, "jax": {"error": "TypeError: no"}})
+    assert raised.all()
+
+
+def test_backends_figure_draws_each_backend_over_tensorflow_and_shades_the_differences():
+    from explorer.explore.backend_figure import DIFFER_LABEL, backends_figure
+
+    x = np.linspace(-1, 1, 5)
+    curves = {"tensorflow": {"forward": x, "gradient": np.ones(5)}, "jax": {"forward": x, "gradient": np.ones(5)},
+              "torch": {"error": "TypeError: grad() got multiple values for argument 'upstream'"}}
+    differs = np.array([False, True, True, False, True])
+    figure = backends_figure(x, curves, differs, "backends fail: ...", "f")
+    names = [trace.name for trace in figure.data]
+    assert names.count("tensorflow") == 2 and names.count("jax") == 2  # forward and gradient panels
+    assert any(name.startswith("torch: TypeError") for name in names) and DIFFER_LABEL in names
+    shaded = [(shape.x0, shape.x1) for shape in figure.layout.shapes]
+    assert len(shaded) == 4  # two runs (x in [-0.5, 0] and x = 1), in both panels
+    assert shaded[0] == pytest.approx((-0.75, 0.25)) and shaded[2] == pytest.approx((0.75, 1.25))

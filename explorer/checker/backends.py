@@ -305,6 +305,10 @@ def cause_and_fix(differences: Sequence[Difference], plan: dict[str, Any], outpu
     return "the backends treat this function differently", "make it agree with TensorFlow eager"
 
 
+def _cut(text: str, limit: int = 170) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
 def verdict(name: str, plan: dict[str, Any], results: dict[str, dict[str, list[dict]]],
             missing: Sequence[str] = ()) -> Check:
     """The ``backends`` row of one function from every backend's results (:func:`run_backends`)."""
@@ -325,7 +329,7 @@ def verdict(name: str, plan: dict[str, Any], results: dict[str, dict[str, list[d
     outputs = max((len(r.get("outputs", [])) for modes in results.values() for rows in modes.values() for r in rows),
                   default=1)
     cause, fix = cause_and_fix(differences, plan, outputs)
-    shown = "; ".join(f"{d.place}: {d.gets}" for d in differences[:6])
+    shown = "; ".join(f"{d.place}: {_cut(d.gets)}" for d in differences[:6])
     more = f" (and {len(differences) - 6} more)" if len(differences) > 6 else ""
     return result("backends", "fail", f"differs on {', '.join(dict.fromkeys(d.place for d in differences))} "
                   f"(reference: {next(iter(results))} eager). {shown}{more}. Likely cause: {cause}. "
