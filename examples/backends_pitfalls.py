@@ -93,3 +93,10 @@ def fake_quant_learned_range(x):
     ties with it (x equal to its max) the gradient reaching x through the range is 0 on TensorFlow and 1 on JAX
     and torch, so x's gradient there is 1 on TensorFlow and 2 on the others."""
     return keras.quantizers.fake_quant_with_min_max_vars(x, 0.0, ops.max(x), num_bits=8)
+
+
+class TFStyleLayer(keras.layers.Layer):
+    """A layer calling the TensorFlow-style backward: fine on TensorFlow and JAX, a TypeError on torch."""
+
+    def call(self, x):
+        return tf_style_backward(x)

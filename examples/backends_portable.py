@@ -60,3 +60,14 @@ def scaled_norm_grad(x):
         return ops.maximum(ops.minimum(g, 1.0), -1.0)
 
     return ops.square(x), grad
+
+
+class SpikeLayer(keras.layers.Layer):
+    """A learnable input gain before the portable spike: y = spike(gain * x), one gain per feature (ones at
+    first), so the input gradient is gain * surrogate(gain * x) on every backend."""
+
+    def build(self, input_shape):
+        self.gain = self.add_weight(shape=(input_shape[-1],), initializer="ones", name="gain")
+
+    def call(self, x):
+        return spike(x * self.gain)

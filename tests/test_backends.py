@@ -119,6 +119,22 @@ def test_spike_on_every_backend_and_mode_is_the_fast_sigmoid_surrogate(workers):
 
 
 @needs_jax
+def test_a_layer_gets_tensorflows_weights_on_every_backend_and_its_input_gradient_is_the_surrogate(workers):
+    names = installed_backends()
+    plan, results = backends.run_backends(PORTABLE, "SpikeLayer", names, layer=True)
+    for index, assignment in enumerate(plan["assignments"]):
+        (x,) = assignment["values"]
+        (gain,) = assignment["weights"]
+        np.testing.assert_array_equal(gain, np.ones(x.shape[-1], np.float32))  # the layer's initial weights
+        expected = gain * upstream(x.shape) / (1.0 + 10.0 * np.abs(gain * x)) ** 2  # chain rule by hand
+        for backend in names:
+            for mode in ("eager", "compiled"):
+                got = results[backend][mode][index]
+                assert "error" not in got, (backend, mode, got)
+                np.testing.assert_allclose(got["gradients"][0], expected, rtol=1e-5, err_msg=f"{backend} {mode}")
+
+
+@needs_jax
 def test_keras_fake_quant_tie_gives_1_on_tensorflow_and_2_on_jax_and_torch(workers):
     """fake_quant(x, 0, max(x)): at x = max(x) x's own gradient is 1 everywhere; through max(x) it is 0 on
     TensorFlow and 1 on JAX and torch (Keras's range gradient at a tie)."""
@@ -157,7 +173,7 @@ def test_verify_rows_of_the_examples(workers):
     the torch-only pitfall when torch is there)."""
     names = installed_backends()
     rows = {row["op"]: row for row in backends.backend_rows([PORTABLE, PITFALLS], [], names)}
-    for name in ("spike", "clip_ste", "scaled_norm_grad"):
+    for name in ("spike", "clip_ste", "scaled_norm_grad", "SpikeLayer"):
         assert rows[name]["level"] == "pass", rows[name]["message"]
         assert rows[name]["backend"] == ",".join(names)
     expected = {
@@ -171,6 +187,7 @@ def test_verify_rows_of_the_examples(workers):
     if HAS_TORCH:
         expected["tf_style_backward"] = ("torch eager", "def grad(*args, upstream=None)")
         expected["forgotten_grad"] = ("torch eager", "return y, grad")
+        expected["TFStyleLayer"] = ("torch eager", "def grad(*args, upstream=None)")
     for name, (place, fix) in expected.items():
         message = rows[name]["message"]
         assert rows[name]["level"] == "fail" and place in message and fix in message.split("Fix: ")[1], (name, message)

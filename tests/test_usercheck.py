@@ -39,6 +39,11 @@ BROKEN = {
     "sign_ste": ("graph", ["at clip=True", "clip=True by keyword", "keywords arguments only when eager"]),
     "norm_naive_grad": ("finite", ["x = the zero vector: the gradient of x is NaN", "float32"]),
 }
+# examples/backends_*.py (issue 38): keras.ops.custom_gradient functions, compared across backends with --backends
+# (tests/test_backends.py); here, on TensorFlow alone, each also gets a `backends` skip row
+BACKEND_EXAMPLES = ("spike", "clip_ste", "scaled_norm_grad", "tf_style_backward", "keyword_slope", "two_outputs",
+                    "forgotten_grad", "mean_upstream", "python_if", "float16_backward")
+BACKEND_LAYERS = ("SpikeLayer", "TFStyleLayer")
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +65,8 @@ def rows_of(run, op):
 def test_verify_examples_exits_1_and_checks_every_function_and_layer(examples_run):
     code, rows = examples_run
     assert code == 1  # the pitfalls fail
-    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, "clipped_identity"}
+    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, *BACKEND_EXAMPLES, *BACKEND_LAYERS, "clipped_identity"}
+    assert all(rows[(op, "backends")]["level"] == "skip" for op in BACKEND_EXAMPLES)
     assert list(rows_of(examples_run, "stable_softplus")) == list(plan.FUNCTION_CHECKS)
     assert list(rows_of(examples_run, "CustomSquareLayer")) == list(plan.LAYER_CHECKS)
 

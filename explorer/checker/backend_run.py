@@ -148,6 +148,32 @@ def keras_names_in(module: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def keras_layers(target: str) -> list[str]:
+    """The ``keras.layers.Layer`` subclasses ``target`` defines, when it also defines a function to compare (a
+    module written for ``keras.ops``; a layer of TensorFlow ops alone is TensorFlow's by design)."""
+    import keras
+
+    module = load(target)
+    if not keras_functions(target):
+        return []
+    return [name for name, value in vars(module).items() if isinstance(value, type)
+            and issubclass(value, keras.layers.Layer) and value.__module__ == module.__name__]
+
+
+def layer_plan(target: str, name: str) -> dict[str, Any]:
+    """In the TensorFlow worker: a layer built with no arguments, called on a (4, 3) input and on a 1-D grid,
+    with the weights it got each time (every backend sets the same ones)."""
+    cls = getattr(load(target), name)
+    assignments = []
+    for values in (np.random.default_rng(0).uniform(-2.0, 2.0, size=(4, 3)), GRID):
+        x = values.astype("float32")
+        layer = cls()
+        layer(x)
+        assignments.append({"values": [x], "dtype": "float32", "weights": [np.asarray(w) for w in layer.get_weights()]})
+    return {"inputs": ["x"], "keywords": {}, "positional": {}, "order": ["x"], "layer": True,
+            "assignments": assignments}
+
+
 # -- the inputs every backend gets (the TensorFlow worker) -------------------------------------------------
 def _signature_plan(fn: Callable[..., Any]) -> dict[str, Any]:
     """How to call ``fn``: tensor inputs (no default) positionally; a numeric parameter at its default, by
@@ -265,8 +291,10 @@ def _tensorflow(call, values, compiled: bool, unit: bool = False, key: tuple = (
         ups = [tf.constant(_upstream(o.shape, o.dtype.name, unit)) for o in outputs]
         return outputs, tape.gradient(outputs, list(xs), output_gradients=ups)
 
-    if compiled:  # one tf.function per function: a check run again retraces only for new shapes
+    if compiled and key:  # one tf.function per function: a check run again retraces only for new shapes
         run = _compiled.setdefault((*key, unit), tf.function(both, autograph=False))
+    elif compiled:
+        run = tf.function(both, autograph=False)
     else:
         run = both
     return run(*[tf.constant(v) for v in values])
@@ -281,7 +309,10 @@ def _jax(call, values, compiled: bool, unit: bool = False, key: tuple = ()):
         ups = [_upstream(o.shape, str(o.dtype), unit) for o in outputs]
         return outputs, list(pullback(type(y)(ups) if isinstance(y, (list, tuple)) else ups[0]))
 
-    run = _compiled.setdefault((*key, unit), jax.jit(both)) if compiled else both
+    if compiled:
+        run = _compiled.setdefault((*key, unit), jax.jit(both)) if key else jax.jit(both)
+    else:
+        run = both
     return run(*[jax.numpy.asarray(v) for v in values])
 
 
@@ -291,10 +322,12 @@ def _torch(call, values, compiled: bool, key: tuple[str, str], unit: bool = Fals
     import torch
 
     warnings.filterwarnings("ignore", module="torch")  # its anomaly-mode tracebacks: the error is the result
-    if compiled:
+    if compiled and key:
         if key not in _compiled_torch:
             _compiled_torch[key] = torch.compile(call, backend="aot_eager")
         call = _compiled_torch[key]
+    elif compiled:
+        call = torch.compile(call, backend="aot_eager")
     xs = [torch.tensor(v, requires_grad=True) for v in values]
     outputs = _outputs(call(*xs))
     ups = [torch.from_numpy(_upstream(tuple(o.shape), str(o.dtype).removeprefix("torch."), unit)) for o in outputs]
@@ -303,21 +336,33 @@ def _torch(call, values, compiled: bool, key: tuple[str, str], unit: bool = Fals
 
 
 def run_once(
-    target: str, name: str, plan: dict[str, Any], values: Sequence[np.ndarray], compiled: bool, unit: bool = False
+    target: str, name: str, plan: dict[str, Any], values: Sequence[np.ndarray], compiled: bool, unit: bool = False,
+    weights: Sequence[np.ndarray] | None = None,
 ) -> dict:
     """One run: ``{"error": "Type: first line"}`` or ``{"outputs": [...], "gradients": [... or None]}``; with
-    ``unit`` the upstream gradient is all ones (a sweep to draw), else :func:`upstream_for`."""
+    ``unit`` the upstream gradient is all ones (a sweep to draw), else :func:`upstream_for`. A layer (``plan``
+    of :func:`layer_plan`) is built here, called once, given ``weights``, then run."""
     import keras
 
-    call = _caller(getattr(load(target), name), plan)
     kind = keras.backend.backend()
+    key: tuple = (target, name)
+    try:
+        if plan.get("layer"):
+            call = getattr(load(target), name)()
+            call(np.asarray(values[0]))
+            call.set_weights(list(weights or []))
+            key = ()  # a new layer each time: nothing compiled is kept
+        else:
+            call = _caller(getattr(load(target), name), plan)
+    except Exception as error:  # noqa: BLE001 - building the layer is part of what is compared
+        return {"error": _first_line(error)}
     try:
         if kind == "tensorflow":
-            outputs, grads = _tensorflow(call, values, compiled, unit, (target, name))
+            outputs, grads = _tensorflow(call, values, compiled, unit, key)
         elif kind == "jax":
-            outputs, grads = _jax(call, values, compiled, unit, (target, name))
+            outputs, grads = _jax(call, values, compiled, unit, key)
         elif kind == "torch":
-            outputs, grads = _torch(call, values, compiled, (target, name), unit)
+            outputs, grads = _torch(call, values, compiled, key, unit)
         else:
             return {"error": f"ValueError: the Keras backend {kind!r} is not compared (allowed: {', '.join(COMPILED)})"}
     except Exception as error:  # noqa: BLE001 - what the user gets on this backend
@@ -345,16 +390,17 @@ def run_everywhere(
         compiled = mode == "compiled"
         rows = []
         for assignment in plan["assignments"]:
-            values = assignment["values"]
+            values, weights = assignment["values"], assignment.get("weights")
             if kind == "torch" and compiled:
                 try:
                     rows.append(call_with_time_limit(
-                        lambda values=values: run_once(target, name, plan, values, True), compile_seconds, "compile"
+                        lambda values=values, weights=weights: run_once(target, name, plan, values, True, False, weights),
+                        compile_seconds, "compile",
                     ))
                 except TimeLimitExceeded:
                     rows = [{"skipped": f"torch.compile did not finish within {compile_seconds:g} s"}]
                     break
             else:
-                rows.append(run_once(target, name, plan, values, compiled))
+                rows.append(run_once(target, name, plan, values, compiled, False, weights))
         results[mode] = rows
     return results

@@ -170,13 +170,14 @@ class Difference:
 
 
 def run_backends(
-    target: str, name: str, backends: Sequence[str], *, time_limit: float = 300.0, compile_seconds: float = 60.0
+    target: str, name: str, backends: Sequence[str], *, time_limit: float = 300.0, compile_seconds: float = 60.0,
+    layer: bool = False,
 ) -> tuple[dict[str, Any], dict[str, dict[str, list[dict]]]]:
-    """The plan (inputs, how it is called; from the TensorFlow worker) and every backend's results, the
-    backends' workers running at once. A worker that dies or overruns: an error result in every mode."""
+    """The plan (inputs, how it is called; from the TensorFlow worker; for a ``layer``, its weights) and every
+    backend's results, the backends' workers running at once. A worker that dies or overruns: an error result in every mode."""
     from explorer import worker
 
-    plan = _call("tensorflow", "plan_for", target, name, time_limit=time_limit)
+    plan = _call("tensorflow", "layer_plan" if layer else "plan_for", target, name, time_limit=time_limit)
 
     def one(backend: str) -> dict[str, list[dict]]:
         try:
@@ -337,7 +338,7 @@ def verdict(name: str, plan: dict[str, Any], results: dict[str, dict[str, list[d
 
 
 def check_backends(target: str, name: str, backends: Sequence[str], *, time_limit: float = 300.0,
-                   compile_seconds: float = 60.0) -> Check:
+                   compile_seconds: float = 60.0, layer: bool = False) -> Check:
     """The ``backends`` row of function ``name`` of ``target`` on ``backends`` (those not installed are named in
     the row with how to install them; with fewer than two installed it is a skip, never a fail)."""
     missing = [b for b in backends if not installed(b)]
@@ -346,7 +347,8 @@ def check_backends(target: str, name: str, backends: Sequence[str], *, time_limi
         how = "; ".join(f"{b}: {INSTALL[b]}" for b in missing) or "name two or more, e.g. --backends tensorflow,jax"
         return result("backends", "skip", f"not compared: fewer than two backends installed ({how})")
     try:
-        plan, results = run_backends(target, name, usable, time_limit=time_limit, compile_seconds=compile_seconds)
+        plan, results = run_backends(target, name, usable, time_limit=time_limit, compile_seconds=compile_seconds,
+                                     layer=layer)
     except Exception as error:  # noqa: BLE001 - the TensorFlow worker could not plan (import error, hang)
         how = getattr(error, "how", None) or f"{type(error).__name__}: {error}"
         return result("backends", "fail", f"not compared: finding its inputs in the TensorFlow worker failed: {how}")
@@ -389,25 +391,27 @@ def skip_rows(functions: Sequence[Any]) -> list[dict[str, Any]]:
 def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Sequence[str] | None,
                  time_limit: float | None = None) -> list[dict[str, Any]]:
     """verify's ``backends`` rows: with ``backends``, one per function of ``targets`` to compare
-    (:func:`functions_to_compare`), its ``backend`` the backends compared; without, :func:`skip_rows`."""
+    (:func:`functions_to_compare`) and per Keras layer of a module that has one (its forward and input gradient,
+    every backend given TensorFlow's weights), its ``backend`` the backends compared; without, :func:`skip_rows`."""
     if backends is None:
         return skip_rows(functions)
     from explorer import worker
 
     limit = time_limit or worker.check_seconds()
     compared = ",".join(b for b in backends if installed(b))
-    work: list[tuple[str, str]] = []
+    work: list[tuple[str, str, bool]] = []
     for target in targets:
         for file in _files(target):
             try:
-                work += [(file, name) for name in functions_to_compare(file, limit)]
+                work += [(file, name, False) for name in functions_to_compare(file, limit)]
+                work += [(file, name, True) for name in _call("tensorflow", "keras_layers", file, time_limit=limit)]
             except Exception:  # noqa: BLE001 - a module that does not import: its problem is reported by discover
                 continue
-    names = [name for _, name in work]
+    names = [name for _, name, _ in work]
     rows = []
-    for file, name in work:
+    for file, name, is_layer in work:
         label = name if names.count(name) == 1 else f"{file}:{name}"
-        found = check_backends(file, name, backends, time_limit=limit)
+        found = check_backends(file, name, backends, time_limit=limit, layer=is_layer)
         rows.append({"op": label, "check": "backends", "level": found.level, "passed": found.passed,
                      "message": found.message, "backend": compared})
     return rows
