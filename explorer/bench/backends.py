@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,12 @@ def _memory_mb(pid: int | None) -> dict[str, float | None]:
     return values
 
 
-def measure_backends_vs_tf(pairs: int = 5) -> dict[str, Any]:
+def measure_backends_vs_tf(interleave: Callable[..., Any], timed: Callable[..., Any], pairs: int = 5) -> dict[str, Any]:
     """``check_backends_vs_tf``: the median over interleaved pairs of (the ``backends`` check of
     ``examples/backends_portable.py``'s ``spike`` on every installed backend) / (the same check on TensorFlow
     alone: its inputs, eager and ``tf.function``), each worker started and warmed up first (one untimed run of
-    each). The backends run in their workers at once."""
-    from explorer.bench.speed import interleave, timed
+    each). The backends run in their workers at once. ``interleave`` and ``timed``: the speed benchmark's
+    (:func:`explorer.bench.speed.interleave`), passed in so that this module does not import it back."""
     from explorer.checker import backends
 
     names = [name for name in backends.BACKENDS if backends.installed(name)]

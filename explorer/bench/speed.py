@@ -642,7 +642,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
     "check": (measure_check, ("check_seconds_per_function",)),
     "loaded_input": (measure_loaded_input, ("loaded_input_vs_builtin_rerun",)),
-    "backends": (lambda reps: _backends_bench().measure_backends_vs_tf(pairs=3 if reps is QUICK else 7),
+    "backends": (lambda reps: _backends_bench().measure_backends_vs_tf(interleave, timed, 3 if reps is QUICK else 7),
                  ("check_backends_vs_tf",)),
 }
 
