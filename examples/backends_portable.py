@@ -62,6 +62,7 @@ def scaled_norm_grad(x):
     return ops.square(x), grad
 
 
+@keras.saving.register_keras_serializable(package="backends_portable")
 class SpikeLayer(keras.layers.Layer):
     """A learnable input gain before the portable spike: y = spike(gain * x), one gain per feature (ones at
     first), so the input gradient is gain * surrogate(gain * x) on every backend."""
