@@ -381,7 +381,8 @@ def test_discover_a_module_name_and_a_directory():
     by_name = discover.discover("examples.square")
     assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
     directory = discover.discover(EXAMPLES)
-    assert len(directory.functions) == 23 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
+    assert len(directory.functions) == 23 + len(BACKEND_EXAMPLES)
+    assert [f.name for f in directory.layers] == ["TFStyleLayer", "SpikeLayer", "CustomSquareLayer"]
     assert not directory.errors
 
 
