@@ -231,3 +231,18 @@ def test_backends_figure_draws_each_backend_over_tensorflow_and_shades_the_diffe
     shaded = [(shape.x0, shape.x1) for shape in figure.layout.shapes]
     assert len(shaded) == 4  # two runs (x in [-0.5, 0] and x = 1), in both panels
     assert shaded[0] == pytest.approx((-0.75, 0.25)) and shaded[2] == pytest.approx((0.75, 1.25))
+
+
+def test_the_explore_panel_is_for_loaded_keras_ops_functions_only():
+    from explorer import loaded
+    from explorer.ui import backends_panel
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(loaded.OPS_ENV, f"{PORTABLE}, {ROOT / 'examples' / 'spike.py'}")
+        loaded.reset()
+        try:
+            assert backends_panel.keras_function("spike") == (PORTABLE, "spike")  # keras.ops.custom_gradient
+            assert backends_panel.keras_function("fast_sigmoid_spike") is None  # @tf.custom_gradient
+            assert backends_panel.keras_function("atan") is None  # a built-in
+        finally:
+            loaded.reset()
