@@ -467,8 +467,9 @@ def sweep_backends(
     target: str, name: str, backends: Sequence[str], lo: float = -3.0, hi: float = 3.0, n: int = 601,
     *, time_limit: float = 300.0,
 ) -> BackendSweep:
-    """Each installed backend of ``backends`` on ``linspace(lo, hi, n)`` (float32), and the ``backends`` verdict.
-    ValueError for a range or count outside the allowed one."""
+    """Each installed backend of ``backends`` on ``linspace(lo, hi, n)`` (float32), and the ``backends`` verdict;
+    for a function of several inputs no curves (the verdict alone). ValueError for a range or count outside the
+    allowed one."""
     from explorer import worker
 
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
@@ -489,6 +490,8 @@ def sweep_backends(
             return got
         return {"forward": got["outputs"][0], "gradient": got["gradients"][0]}
 
+    if len(plan["inputs"]) != 1:  # drawn along one input only: the verdict alone
+        return BackendSweep(x, {}, np.zeros(x.shape, bool), row)
     with ThreadPoolExecutor(max_workers=max(1, len(usable))) as pool:
         curves = dict(zip(usable, pool.map(one, usable), strict=True))
     return BackendSweep(x, curves, _differing(x, curves), row)

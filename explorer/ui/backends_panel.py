@@ -83,8 +83,12 @@ def panel(key: str, lo: float, hi: float) -> None:
         return
     col_figure, col_side = st.columns([2, 1])
     with col_figure:
-        figure = backends_figure(swept.x, swept.curves, swept.differs, f"backends {swept.verdict.level}", name)
-        show_chart(figure, key="backends_figure", filename=f"{name}_backends")
+        if swept.curves:
+            figure = backends_figure(swept.x, swept.curves, swept.differs, f"backends {swept.verdict.level}", name)
+            show_chart(figure, key="backends_figure", filename=f"{name}_backends")
+        else:
+            st.caption(f"`{name}` takes several inputs: it is compared on the checker's inputs (the verdict), not "
+                       "drawn along one of them.")
     with col_side:
         message = literal(swept.verdict.message)
         if swept.verdict.level == "fail":
