@@ -181,9 +181,14 @@ def plot(
     labels: Sequence[str] | None = None,
     title: str | None = None,
     save: str | Path | None = None,
+    backends: str | Sequence[str] | None = None,
 ) -> go.Figure:
     """The Explore page's figure of a target (or of a :class:`Sweep`): forward | true | custom gradient with the
     special points marked, or both gradients in one panel with ``overlay``.
+
+    ``backends="all"`` (or ``"tensorflow,jax"``): your ``keras.ops.custom_gradient`` function of one input on
+    each installed Keras backend, drawn over TensorFlow's, the inputs where they differ shaded and the
+    ``backends`` verdict as the title (:func:`explorer.explore.backend_figure.backends_figure`).
 
     A list of targets or sweeps gives the page's compare figure (custom gradients overlaid, ``labels`` or the
     keys in the legend); the same range, dtype and ``params`` apply to each target that is not a sweep.
@@ -192,6 +197,8 @@ def plot(
     if isinstance(target, (list, tuple)) and not target:
         raise ValueError(f"plot([...]) needs at least one target: {TARGET_KINDS}, or a Sweep")
     span = _sweeps.sweep_range_of(lo, hi, n, upstream, dtype, sweep_range)
+    if backends is not None:
+        return save_figure(_backends_plot(target, backends, span.lo, span.hi, span.n, title), save)
     if isinstance(target, (list, tuple)):
         results = [_as_sweep(item, params, span) for item in target]
         names = [_label(result) for result in results] if labels is None else list(labels)
@@ -199,6 +206,16 @@ def plot(
         return save_figure(figures.compare_figure(results, names, points, title=title), save)
     result = _as_sweep(target, params, span)
     return save_figure(figures.main_figure(result, special_points(result), overlay=overlay, title=title), save)
+
+
+def _backends_plot(target: Any, backends: str | Sequence[str], lo: float, hi: float, n: int, title: str | None):
+    from explorer.checker import backends as across
+    from explorer.explore.backend_figure import backends_figure
+
+    file, name = across.where_defined(target)
+    found = across.sweep_backends(file, name, across.parse_backends(backends), lo, hi, min(n, 2001))
+    verdict = f"backends {found.verdict.level}: {found.verdict.message}"
+    return backends_figure(found.x, found.curves, found.differs, verdict, title or name)
 
 
 def save_figure(figure: go.Figure, path: str | Path | None) -> go.Figure:
@@ -251,8 +268,17 @@ class CheckReport:
         return checks_html(self.checks, self.summary())
 
 
-def check(target: Any, params: Mapping[str, float] | None = None, **declarations: Any) -> CheckReport:
+def check(
+    target: Any,
+    params: Mapping[str, float] | None = None,
+    *,
+    backends: str | Sequence[str] | None = None,
+    **declarations: Any,
+) -> CheckReport:
     """Run the gradient checker on a target, as ``python -m explorer verify`` does.
+
+    ``backends="all"`` (or ``"tensorflow,jax"``) adds the ``backends`` row for your function: it compared on
+    each installed Keras backend (``verify --backends``; the function must be defined in a ``.py`` module).
 
     A key or an OpSpec gets :func:`explorer.checker.runner.check` at ``params``; a function or a layer class
     the checks of :func:`explorer.testing.assert_custom_gradient` (``declarations``: ``forward``, ``points``,
@@ -272,7 +298,12 @@ def check(target: Any, params: Mapping[str, float] | None = None, **declarations
         name = ops.user.undecorated(target).__name__
         if params:
             declarations["params"] = dict(params)
-        return CheckReport(name, tuple(guardrail.custom_gradient_checks(target, **declarations)))
+        found = tuple(guardrail.custom_gradient_checks(target, **declarations))
+        if backends is not None:
+            from explorer.checker import backends as across
+
+            found += (across.check_callable(target, backends),)
+        return CheckReport(name, found)
     if _is_layer(target):
         if params:
             raise TypeError("a layer is built with no arguments: it takes no params")

@@ -38,6 +38,9 @@ def test_examples_load_by_function_name_with_their_layer_and_the_missing_module(
         # several inputs, reductions, two outputs, matrix products, a variable: drawn by their views
         "grad_reverse", "bias_add", "bias_add_unreduced", "matmul", "matmul_no_transpose", "product_one_gradient",
         "safe_norm.safe_norm", "norm_naive_grad", "sin_cos", "scaled", "gained",
+        # keras.ops.custom_gradient functions (examples/backends_*.py, issue 38)
+        "spike", "clip_ste", "scaled_norm_grad", "tf_style_backward", "keyword_slope", "two_outputs", "forgotten_grad",
+        "mean_upstream", "python_if", "float16_backward",
     }  # fmt: skip
     assert examples.ops["square_with_scaled_grad"].module == "square"
     assert examples.layers["CustomSquareLayer"].op_key == "square_with_scaled_grad"

@@ -39,6 +39,11 @@ BROKEN = {
     "sign_ste": ("graph", ["at clip=True", "clip=True by keyword", "keywords arguments only when eager"]),
     "norm_naive_grad": ("finite", ["x = the zero vector: the gradient of x is NaN", "float32"]),
 }
+# examples/backends_*.py (issue 38): keras.ops.custom_gradient functions, compared across backends with --backends
+# (tests/test_backends.py); here, on TensorFlow alone, each also gets a `backends` skip row
+BACKEND_EXAMPLES = ("spike", "clip_ste", "scaled_norm_grad", "tf_style_backward", "keyword_slope", "two_outputs",
+                    "forgotten_grad", "mean_upstream", "python_if", "float16_backward")
+BACKEND_LAYERS = ("SpikeLayer", "TFStyleLayer")
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +65,8 @@ def rows_of(run, op):
 def test_verify_examples_exits_1_and_checks_every_function_and_layer(examples_run):
     code, rows = examples_run
     assert code == 1  # the pitfalls fail
-    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, "clipped_identity"}
+    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, *BACKEND_EXAMPLES, *BACKEND_LAYERS, "clipped_identity"}
+    assert all(rows[(op, "backends")]["level"] == "skip" for op in BACKEND_EXAMPLES)
     assert list(rows_of(examples_run, "stable_softplus")) == list(plan.FUNCTION_CHECKS)
     assert list(rows_of(examples_run, "CustomSquareLayer")) == list(plan.LAYER_CHECKS)
 
@@ -375,7 +381,8 @@ def test_discover_a_module_name_and_a_directory():
     by_name = discover.discover("examples.square")
     assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
     directory = discover.discover(EXAMPLES)
-    assert len(directory.functions) == 23 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
+    assert len(directory.functions) == 23 + len(BACKEND_EXAMPLES)
+    assert [f.name for f in directory.layers] == ["TFStyleLayer", "SpikeLayer", "CustomSquareLayer"]
     assert not directory.errors
 
 
@@ -471,7 +478,7 @@ def test_testing_does_not_import_streamlit():
 @pytest.mark.slow
 def test_checker_rows_have_the_check_record_fields(examples_run):
     for row in examples_run[1].values():
-        assert set(row) == {"op", "check", "level", "passed", "message"}
+        assert set(row) == {"op", "check", "level", "passed", "message", "backend"}
         assert row["level"] in LEVELS and row["passed"] == (row["level"] != "fail") and row["message"]
 
 

@@ -126,6 +126,7 @@ TARGETS: dict[str, Target] = {
         Target("loaded_vs_builtin_rerun", 1.5, "x", "explore rerun after a slider change, a loaded op / a built-in"),
         Target("loaded_input_vs_builtin_rerun", 1.5, "x", "explore rerun after a two-input function's scalar input moves / a built-in's slider"),
         Target("check_seconds_per_function", 1.5, "s", "all checks of one examples/ function, warm, median over them"),
+        Target("check_backends_vs_tf", 3, "x", "backends check of one function on every installed backend / on TF alone, warm workers"),
     )
 }
 
@@ -641,7 +642,16 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
     "check": (measure_check, ("check_seconds_per_function",)),
     "loaded_input": (measure_loaded_input, ("loaded_input_vs_builtin_rerun",)),
+    "backends": (lambda reps: _backends_bench().measure_backends_vs_tf(interleave, timed, 3 if reps is QUICK else 7),
+                 ("check_backends_vs_tf",)),
 }
+
+
+def _backends_bench():
+    """Issue 38: explorer.bench.backends (imported when measured: it starts a worker per Keras backend)."""
+    from explorer.bench import backends
+
+    return backends
 
 
 def machine_info() -> dict[str, Any]:

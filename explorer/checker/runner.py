@@ -26,6 +26,8 @@ import ops
 from explorer.checker import discover, plan
 from explorer.checker.common import LEVELS, VERIFICATION_DIR, Check
 
+COLUMNS = ["op", "check", "level", "passed", "message", "backend"]  # backend: where the check ran
+
 
 def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
     """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
@@ -47,7 +49,7 @@ def run_all(keys: Iterable[str]) -> pd.DataFrame:
     for key in keys:
         for result in check(key):
             rows.append({"op": key, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
-    return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"])
+    return pd.DataFrame([{**row, "backend": "tensorflow"} for row in rows], columns=COLUMNS)
 
 
 def format_table(results: pd.DataFrame, width: int = 100) -> str:
@@ -124,7 +126,7 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
     return [json_path, md_path]
 
 
-def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+def check_targets(targets: Sequence[str], backends: Sequence[str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
     Each function's or layer's checks run in a worker process (:func:`checked_in_worker`): one that
@@ -132,6 +134,10 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     Returns the rows (as :func:`run_all`) and one line per target that could not be checked (missing,
     import error, nothing to check). A function that cannot be checked (a bad declaration, no inputs it
     accepts) is a failed or warned row of its own, never a problem of the whole module.
+
+    ``backends`` (``["tensorflow", "jax", "torch"]``): each ``keras.ops.custom_gradient`` function also gets a
+    ``backends`` row comparing them (:mod:`explorer.checker.backends`); without it, a ``skip`` row saying it
+    was checked on TensorFlow only.
     """
     found = discover.Discovered()
     origin: dict[int, str] = {}
@@ -151,8 +157,13 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
         else:
             results = check_found(item, found)
         for result in results:
-            rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
-    return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
+            rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"},
+                         "backend": "tensorflow"})
+    if found.functions or backends:
+        from explorer.checker import backends as across
+
+        rows += across.backend_rows(targets, found.functions, backends)
+    return pd.DataFrame(rows, columns=COLUMNS), problems
 
 
 def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
@@ -208,8 +219,14 @@ def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer
         return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 
 
+def across_backends(text: str) -> list[str]:
+    from explorer.checker import backends
+
+    return backends.parse_backends(text)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--json] [--record [--record-dir DIR]]``.
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--backends LIST] [--json] [--record ...]``.
 
     TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
     built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
@@ -224,6 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--op", action="append", metavar="KEY", help="check only this op (repeatable); default: all")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument(
+        "--backends",
+        metavar="LIST",
+        help="also compare each keras.ops.custom_gradient function across Keras backends: all (every installed) "
+        "or a comma-separated list of tensorflow, jax, torch; default: TensorFlow only",
+    )
     parser.add_argument("--record", action="store_true", help="also write a dated record under verification/")
     parser.add_argument("--record-dir", type=Path, default=VERIFICATION_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -233,8 +256,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.op:
             print("give either TARGETs (your code) or --op (built-in ops), not both", file=sys.stderr)
             return 2
-        results, problems = check_targets(args.targets)
+        try:
+            chosen = None if args.backends is None else across_backends(args.backends)
+        except ValueError as error:
+            print(f"--backends: {error}", file=sys.stderr)
+            return 2
+        results, problems = check_targets(args.targets, chosen)
     else:
+        if args.backends is not None:
+            print("--backends compares your keras.ops functions: give TARGETs", file=sys.stderr)
+            return 2
         keys = args.op or ops.names()
         unknown = [key for key in keys if key not in ops.names()]
         if unknown:

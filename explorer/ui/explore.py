@@ -23,7 +23,7 @@ from explorer.explore.measures import COLUMNS as METRIC_COLUMNS
 from explorer.explore.measures import metrics_records
 from explorer.explore.points import display_columns, display_table
 from explorer.explore.sweeps import Sweep
-from explorer.ui import yours
+from explorer.ui import backends_panel, yours
 from explorer.ui.widgets import ReadyFigure, arrow_table, literal, page_link, show_figure, show_formulas
 
 STATE_KEY = "explore.state"
@@ -662,6 +662,7 @@ def page() -> None:
 
     if loaded.is_loaded(spec.key):
         yours.checks(spec.key, state.resolved_params())
+        backends_panel.panel(spec.key, state.lo, state.hi)
     state, compared = _compare_section(state)
     _finish(state, spec, view, shown, compared)
 

@@ -205,13 +205,14 @@ class Worker:
     """One warm child process that runs calls one at a time (:meth:`call`); replaced when it fails.
 
     ``warm``: ``(function, args)`` pairs the child calls once at start (imports, loading the operator's
-    modules). :meth:`start` returns at once; the first call waits for the warm-up (not counted in its
+    modules); ``env``: variables added to the child's environment (``KERAS_BACKEND``, which Keras reads once). :meth:`start` returns at once; the first call waits for the warm-up (not counted in its
     time limit). Thread-safe: concurrent calls queue on a lock.
     """
 
-    def __init__(self, name: str, warm: Warm = ()) -> None:
+    def __init__(self, name: str, warm: Warm = (), env: dict[str, str] | None = None) -> None:
         self.name = name
         self.warm = tuple(warm)
+        self.env = dict(env or {})  # set in the child's environment before it imports anything (KERAS_BACKEND)
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._connection: Connection | None = None
@@ -238,6 +239,7 @@ class Worker:
                 [sys.executable, "-m", "explorer.worker.child", str(child_end.fileno()), self.name],
                 pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env} if self.env else None,
                 start_new_session=True,  # its own process group: stopping it stops what it started too
             )
         finally:
