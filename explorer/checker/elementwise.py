@@ -599,11 +599,14 @@ KINK_STEPS = {"float64": (1e-4, 1e-6), "float32": (1e-2, 1e-3)}  # one-sided slo
 KINK_TOLERANCE = {"float64": 1e-4, "float32": 2e-2}  # relative to the larger slope (at least 1)
 
 
-def one_sided(call: Callable[[tf.Tensor], tf.Tensor], at: float, dtype: str) -> dict[str, float]:
-    """At ``at``: the forward's one-sided slopes (step h), whether it is continuous there (its one-sided changes
-    shrink with the step, as they do at a kink and not at a jump), the custom gradient AT the point and its
-    one-sided limits (step h)."""
+def one_sided(call: Callable[[tf.Tensor], tf.Tensor], at: float, dtype: str, gap: float = np.inf) -> dict[str, float]:
+    """At ``at``: the forward's one-sided slopes (step h, under half the ``gap`` to the next special point),
+    whether it is continuous there (its one-sided changes shrink with the step, as they do at a kink and not at
+    a jump), the custom gradient AT the point and its one-sided limits (step h)."""
     h, small = KINK_STEPS[dtype]
+    if gap / 2 < h:  # declared points closer than the step (safe_norm's 0 and +-1e-12): stay between them
+        h = max(gap / 2, 1e-12 if dtype == "float64" else 1e-5)
+        small = h / 100
     x = tf.constant(np.array([at - h, at, at + h, at - small, at + small]), dtype)
     y, grad = value_and_grad(call, x)
     f, g = np.asarray(y.numpy(), np.float64), np.asarray(grad.numpy(), np.float64)
@@ -635,8 +638,10 @@ def kink_on_sweep(subject: Subject) -> Check:
     except Exception:  # noqa: BLE001 - a function that does not run in float64
         dtype = "float32"
     judged, jumps, outside = [], 0, []
-    for at in sorted(set(table["x"].to_numpy(dtype=np.float64)) if len(table) else ()):
-        sides = one_sided(call, float(at), dtype)
+    points = sorted(set(table["x"].to_numpy(dtype=np.float64))) if len(table) else []
+    for index, at in enumerate(points):
+        gap = min([abs(at - other) for other in (points[index - 1 : index] + points[index + 1 : index + 2])] or [np.inf])
+        sides = one_sided(call, float(at), dtype, gap)
         if not all(np.isfinite([sides[k] for k in ("left", "right", "value")])):
             continue
         if not sides["continuous"]:

@@ -384,7 +384,7 @@ def forward_mode_of(subject: Subject) -> Check:
             point = f"x = {fmt(base[0].ravel()[at])}" if subject.elementwise else where
             nothing = " (the JVP is None: no forward-mode path)" if none else ""
             problems.append(
-                f"{label}: uᵀ(Jv) = {fmt(jv[at])} from ForwardAccumulator's JVP{nothing} but (uᵀJ)v = {fmt(vj[at])} from "
+                f"{label}: uᵀ(Jv) = {fmt(jv[at] + 0.0)} from ForwardAccumulator's JVP{nothing} but (uᵀJ)v = {fmt(vj[at])} from "
                 f"the custom gradient at {point} ({int(wrong.sum())} of {wrong.size} {'points' if subject.elementwise else 'sums'})"
             )
     if problems:

@@ -28,25 +28,25 @@ from explorer.checker import discover, plan
 from explorer.checker.common import LEVELS, VERIFICATION_DIR, Check
 
 
-def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
+def check(op: str | ops.OpSpec, /, *, forward_mode: bool = False, **params: Any) -> list[Check]:
     """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
 
     One checker for every op (:func:`explorer.checker.plan.check_function`): a built-in op is a function
     with declarations (forward, surrogate, special points, why), your own function one without.
     Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
-    themselves never raise.
+    themselves never raise. ``forward_mode`` adds the opt-in ``forward_mode`` check.
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
-    return plan.check_function(spec, **resolved)
+    return plan.check_function(spec, forward_mode=forward_mode, **resolved)
 
 
 # -- the command line ------------------------------------------------------------------------------------
-def run_all(keys: Iterable[str]) -> pd.DataFrame:
+def run_all(keys: Iterable[str], forward_mode: bool = False) -> pd.DataFrame:
     """One row per (op, check): op, check, level, passed, message."""
     rows = []
     for key in keys:
-        for result in check(key):
+        for result in check(key, forward_mode=forward_mode):
             rows.append({"op": key, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
     return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"])
 
@@ -125,7 +125,7 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
     return [json_path, md_path]
 
 
-def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+def check_targets(targets: Sequence[str], forward_mode: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
     Each function's or layer's checks run in a worker process (:func:`checked_in_worker`): one that
@@ -148,15 +148,18 @@ def check_targets(targets: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
         if ISOLATE:
-            results = checked_in_worker(origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions)
+            results = checked_in_worker(
+                origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions,
+                forward_mode=forward_mode,
+            )
         else:
-            results = check_found(item, found)
+            results = check_found(item, found, forward_mode)
         for result in results:
             rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
     return pd.DataFrame(rows, columns=["op", "check", "level", "passed", "message"]), problems
 
 
-def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
+def check_found(item: discover.Found, found: discover.Discovered, forward_mode: bool = False) -> list[Check]:
     """The checks of one discovered function or layer (``found``: everything discovered with it), here.
     A function that cannot be an op (a bad declaration, an unreadable signature) gets failed rows: "not
     checked", ``shape_dtype`` saying why."""
@@ -170,9 +173,9 @@ def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]
             )
             return [
                 Check(name, False, message if name == "shape_dtype" else "not checked: see shape_dtype", "fail")
-                for name in plan.FUNCTION_CHECKS
+                for name in plan.function_checks(forward_mode)
             ]
-        return plan.check_function(spec)
+        return plan.check_function(spec, forward_mode=forward_mode)
     siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
     return plan.check_layer(item.obj, siblings)
 
@@ -183,7 +186,7 @@ _VERIFY_WORKER: list = []
 _DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
 
 
-def _check_by_place(target: str, place: int, name: str) -> list[Check]:
+def _check_by_place(target: str, place: int, name: str, forward_mode: bool = False) -> list[Check]:
     """In the worker: discover ``target`` (once) and check the item at ``place`` (named ``name``)."""
     if target not in _DISCOVERED_IN_WORKER:
         _DISCOVERED_IN_WORKER[target] = discover.discover(target)
@@ -191,10 +194,12 @@ def _check_by_place(target: str, place: int, name: str) -> list[Check]:
     items = found.functions + found.layers
     if place >= len(items) or items[place].name != name:
         raise RuntimeError(f"{target} defines other functions in the worker process than here (no {name})")
-    return check_found(items[place], found)
+    return check_found(items[place], found, forward_mode)
 
 
-def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer: bool) -> list[Check]:
+def checked_in_worker(
+    target: str, place: int, item: discover.Found, *, is_layer: bool, forward_mode: bool = False
+) -> list[Check]:
     """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
     (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
     worker is replaced for the next function."""
@@ -203,15 +208,17 @@ def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer
     if not _VERIFY_WORKER:
         _VERIFY_WORKER.append(worker.Worker("verify", [(importlib.import_module, ("explorer.checker.plan",))]))
     try:
-        return _VERIFY_WORKER[0].call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
+        return _VERIFY_WORKER[0].call(
+            _check_by_place, target, place, item.name, forward_mode, time_limit=worker.check_seconds()
+        )
     except worker.WorkerFailure as failure:
-        names = plan.LAYER_CHECKS if is_layer else plan.FUNCTION_CHECKS
+        names = plan.LAYER_CHECKS if is_layer else plan.function_checks(forward_mode)
         message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
         return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--json] [--record [--record-dir DIR]]``.
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--forward-mode] [--json] [--record [--record-dir DIR]]``.
 
     TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
     built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
@@ -225,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         "Keras layers; default: the built-in ops",
     )
     parser.add_argument("--op", action="append", metavar="KEY", help="check only this op (repeatable); default: all")
+    parser.add_argument(
+        "--forward-mode",
+        action="store_true",
+        help="also check forward mode: tf.autodiff.ForwardAccumulator's JVP against the custom gradient (opt-in: "
+        "few teams use JVPs)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--record", action="store_true", help="also write a dated record under verification/")
     parser.add_argument("--record-dir", type=Path, default=VERIFICATION_DIR, help=argparse.SUPPRESS)
@@ -235,14 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.op:
             print("give either TARGETs (your code) or --op (built-in ops), not both", file=sys.stderr)
             return 2
-        results, problems = check_targets(args.targets)
+        results, problems = check_targets(args.targets, args.forward_mode)
     else:
         keys = args.op or ops.names()
         unknown = [key for key in keys if key not in ops.names()]
         if unknown:
             print(f"unknown op(s): {', '.join(unknown)}; valid ops: {', '.join(ops.names())}", file=sys.stderr)
             return 2
-        results = run_all(keys)
+        results = run_all(keys, args.forward_mode)
     seconds = time.perf_counter() - start
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
