@@ -393,7 +393,7 @@ def test_discover_a_module_name_and_a_directory():
     by_name = discover.discover("examples.square")
     assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
     directory = discover.discover(EXAMPLES)
-    assert len(directory.functions) == 23 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
+    assert len(directory.functions) == 27 and [f.name for f in directory.layers] == ["CustomSquareLayer"]
     assert not directory.errors
 
 

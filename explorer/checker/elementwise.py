@@ -424,8 +424,23 @@ def points_of(subject: Subject):
     return subject.cache["points"]
 
 
+JUMP_NOTE = (
+    "; at a jump the custom value is the surrogate's design choice (no slope to lie between): the kink check "
+    "judges kinks only"
+)
+
+
 @guarded("special_points")
 def special_points_on_sweep(subject: Subject) -> Check:
+    """The message ends with :data:`JUMP_NOTE` where the table has a jump of the forward."""
+    check = _special_points_verdict(subject)
+    table = points_of(subject)
+    if len(table) and (table["kind"].astype(str) == "jump").any():
+        return result(check.name, check.level, check.message + JUMP_NOTE)
+    return check
+
+
+def _special_points_verdict(subject: Subject) -> Check:
     spec = subject.spec
     lo, hi = SWEEP_RANGE
     swept = sweep_of(subject)

@@ -124,7 +124,7 @@ def second_order_on_sweep(subject: Subject) -> Check:
     reference, smooth = central_second(call, x_grid, dtype)
     compared = int(smooth.sum())
     zero = smooth & (np.abs(reference) <= ZERO_SECOND)
-    skipped = f"; {POINTS - compared} point(s) at a kink or jump of the custom gradient not compared" if compared < POINTS else ""
+    skipped = f"; {POINTS - compared} point(s) at a kink or jump of the custom gradient not compared (or not finite there)" if compared < POINTS else ""
     where = f"{compared} of {POINTS} points of the sweep, {dtype}"
     if eager is None and graph is None:
         if zero[smooth].all():
