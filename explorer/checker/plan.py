@@ -154,7 +154,7 @@ def blame_shape(results: list[Check]) -> list[Check]:
         return results
     blamed = []
     for found in results:
-        if found.name == "vs_autodiff" and found.passed:  # a pass or a warn: either compares wrong shapes
+        if found.name in ("vs_autodiff", "second_order") and found.passed:  # a pass or a warn compares wrong shapes
             found = result(found.name, "warn", "not meaningful: the gradient has the wrong shape (see shape_dtype)")
         elif not found.passed and "raised" in found.message and "Fix:" not in found.message:
             found = result(found.name, "fail", f"wrong gradient shape (fix shape_dtype first): {found.message}")
