@@ -89,6 +89,8 @@ def test_checks_broken_by_a_wrong_gradient_shape_point_at_shape_dtype(examples_r
     dtype_only = rows_of(examples_run, "identity_with_float64_grad")["vs_autodiff"]
     assert dtype_only["level"] == "pass"  # a wrong dtype alone leaves the values comparable
     assert rows["vs_autodiff"]["level"] == "warn" and "wrong shape" in rows["vs_autodiff"]["message"]
+    unreduced = rows_of(examples_run, "bias_add_unreduced")["second_order"]  # its own numbers agree, on wrong shapes
+    assert unreduced["level"] == "warn" and unreduced["message"].startswith("not meaningful: the gradient has the wrong shape")
 
 
 @pytest.mark.slow

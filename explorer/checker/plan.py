@@ -3,7 +3,9 @@ op) and :func:`check_layer` (a Keras layer class).
 
 :data:`FUNCTION_PLAN` names each function check, says in one line what it proves and points at the one
 function that makes it (:mod:`explorer.checker.checks`, ``(subject) -> Check``); :data:`LAYER_PLAN` does the
-same for a layer. Adding a check is one entry here plus one function. An op that declares its forward and
+same for a layer. Adding a check is one entry here plus one function; an entry with ``opt_in=True``
+(``forward_mode``) runs only when asked (``check_function(..., forward_mode=True)``, ``verify --forward-mode``),
+and :data:`FUNCTION_CHECKS` lists a default run's rows. An op that declares its forward and
 surrogate (a built-in, an editor op: ``spec.declares_surrogate``) is checked as the function
 :func:`ops.user.from_spec` makes of it, its declared forward the true one.
 
