@@ -432,10 +432,10 @@ JUMP_NOTE = (
 
 @guarded("special_points")
 def special_points_on_sweep(subject: Subject) -> Check:
-    """The message ends with :data:`JUMP_NOTE` where the table has a jump of the forward."""
+    """The message ends with :data:`JUMP_NOTE` where a jump of the forward is detected."""
     check = _special_points_verdict(subject)
     table = points_of(subject)
-    if len(table) and (table["kind"].astype(str) == "jump").any():
+    if len(table) and ((table["kind"].astype(str) == "jump") & table["detected"].astype(bool)).any():
         return result(check.name, check.level, check.message + JUMP_NOTE)
     return check
 
