@@ -273,6 +273,7 @@ def check(
     params: Mapping[str, float] | None = None,
     *,
     backends: str | Sequence[str] | None = None,
+    forward_mode: bool = False,
     **declarations: Any,
 ) -> CheckReport:
     """Run the gradient checker on a target, as ``python -m explorer verify`` does.
@@ -283,6 +284,7 @@ def check(
     A key or an OpSpec gets :func:`explorer.checker.runner.check` at ``params``; a function or a layer class
     the checks of :func:`explorer.testing.assert_custom_gradient` (``declarations``: ``forward``, ``points``,
     ``ranges``, ``time_limit`` for a function; ``op``, ``time_limit`` for a layer), which never raise.
+    ``forward_mode=True`` adds the opt-in ``forward_mode`` check (a function's or an op's, not a layer's).
     """
     from explorer.checker import guardrail, runner
 
@@ -293,11 +295,13 @@ def check(
                 "takes only params"
             )
         spec = ops.get(target)
-        return CheckReport(spec.key, tuple(runner.check(spec, **dict(params or {}))))
+        return CheckReport(spec.key, tuple(runner.check(spec, forward_mode=forward_mode, **dict(params or {}))))
     if ops.is_custom_gradient(target):
         name = ops.user.undecorated(target).__name__
         if params:
             declarations["params"] = dict(params)
+        if forward_mode:
+            declarations["forward_mode"] = True
         found = tuple(guardrail.custom_gradient_checks(target, **declarations))
         if backends is not None:
             from explorer.checker import backends as across
@@ -305,8 +309,8 @@ def check(
             found += (across.check_callable(target, backends),)
         return CheckReport(name, found)
     if _is_layer(target):
-        if params:
-            raise TypeError("a layer is built with no arguments: it takes no params")
+        if params or forward_mode:
+            raise TypeError("a layer is built with no arguments: it takes no params (and no forward_mode)")
         name = target.__name__ if isinstance(target, type) else type(target).__name__
         return CheckReport(name, tuple(guardrail.custom_gradient_checks(target, **declarations)))
     raise TypeError(f"expected {TARGET_KINDS}, got {type(target).__name__} {target!r}")

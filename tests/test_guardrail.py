@@ -59,6 +59,18 @@ def test_a_layer_takes_neither_points_nor_params():
             assert_custom_gradient(CustomSquareLayer, **keyword)
 
 
+def test_forward_mode_reaches_the_checks_and_its_warning_is_raised():
+    """The opt-in check: binarize's straight-through backward passes dy, but inside tf.function the JVP of sign is 0."""
+    from examples.binarize import binarize
+
+    with pytest.warns(GradientCheckWarning, match="^binarize: forward_mode: forward mode does not follow"):
+        results = _by_name(assert_custom_gradient(binarize, forward_mode=True))
+    assert list(results)[-1] == "forward_mode"
+    assert "tf.function: uᵀ(Jv) = 0 from ForwardAccumulator's JVP" in results["forward_mode"].message
+    with pytest.raises(TypeError, match="a layer takes only op= and time_limit="):
+        assert_custom_gradient(CustomSquareLayer, forward_mode=True)
+
+
 # -- warnings: one per warn row, of their own category, which a team's CI can make strict ----------------------
 @tf.custom_gradient
 def my_sin(x):

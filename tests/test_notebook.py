@@ -243,6 +243,21 @@ def test_the_report_escapes_messages_and_keeps_the_checkers_order():
 
 
 @pytest.mark.slow
+def test_check_forward_mode_is_opt_in_for_a_function_and_an_op():
+    from examples.binarize import binarize
+    from examples.square import CustomSquareLayer
+
+    report = explorer.check(binarize, forward_mode=True)
+    assert report.frame["check"].tolist() == [*runner_checks(), "forward_mode"]
+    assert report.checks[-1].level == "warn" and report.ok  # sign's JVP is 0 inside tf.function: a warning
+    assert "forward_mode" not in explorer.check(binarize).frame["check"].tolist()
+    op_report = explorer.check("relu_at_zero", forward_mode=True)
+    assert op_report.checks[-1].name == "forward_mode" and op_report.checks[-1].level == "pass"
+    with pytest.raises(TypeError, match="no forward_mode"):
+        explorer.check(CustomSquareLayer, forward_mode=True)
+
+
+@pytest.mark.slow
 def test_check_of_a_layer_class_runs_the_layer_checks():
     from examples.square import CustomSquareLayer
 

@@ -22,7 +22,7 @@ from explorer.checker import checks, discover, guardrail, layer, plan, runner
 from explorer.checker.common import LEVELS, Check, Subject
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "CustomSquareLayer")
+GOOD = ("square_with_scaled_grad", "stable_softplus", "fast_sigmoid_spike", "sine_second_order", "CustomSquareLayer")
 # the correct functions of every other signature (tests/test_signatures.py checks their verdicts in detail)
 GOOD_SHAPES = ("grad_reverse", "safe_norm", "bias_add", "matmul", "sin_cos", "scaled", "binarize", "log_sinh")
 # each broken example and the check that must fail for it, with what its message must name
@@ -38,6 +38,13 @@ BROKEN = {
     "gained": ("shape_dtype", ["grad_fn must accept keyword argument 'variables'", "variables=None"]),
     "sign_ste": ("graph", ["at clip=True", "clip=True by keyword", "keywords arguments only when eager"]),
     "norm_naive_grad": ("finite", ["x = the zero vector: the gradient of x is NaN", "float32"]),
+    "abs_five_at_zero": ("kink", ["x = 0: slopes -1 (left) and 1 (right), custom value 5, outside [-1, 1]", "subgradient"]),
+}
+# each example that only warns (right at first order, wrong beyond it), the check and what its message names
+WARNED = {
+    "clipped_identity": ("vs_autodiff", ["No justification declared:"]),
+    "spike_detached": ("second_order", ["None through the custom gradient (eager and tf.function)", "tf.stop_gradient"]),
+    "sine_closure": ("second_order", ["but tf.function gives None", "closes over an input", "as an argument"]),
 }
 # examples/backends_*.py (issue 38): keras.ops.custom_gradient functions, compared across backends with --backends
 # (tests/test_backends.py); here, on TensorFlow alone, each also gets a `backends` skip row
@@ -65,7 +72,7 @@ def rows_of(run, op):
 def test_verify_examples_exits_1_and_checks_every_function_and_layer(examples_run):
     code, rows = examples_run
     assert code == 1  # the pitfalls fail
-    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, *BACKEND_EXAMPLES, *BACKEND_LAYERS, "clipped_identity"}
+    assert {op for op, _ in rows} == {*GOOD, *GOOD_SHAPES, *BROKEN, *BACKEND_EXAMPLES, *BACKEND_LAYERS, *WARNED}
     assert all(rows[(op, "backends")]["level"] == "skip" for op in BACKEND_EXAMPLES)
     assert list(rows_of(examples_run, "stable_softplus")) == list(plan.FUNCTION_CHECKS)
     assert list(rows_of(examples_run, "CustomSquareLayer")) == list(plan.LAYER_CHECKS)
@@ -88,6 +95,8 @@ def test_checks_broken_by_a_wrong_gradient_shape_point_at_shape_dtype(examples_r
     dtype_only = rows_of(examples_run, "identity_with_float64_grad")["vs_autodiff"]
     assert dtype_only["level"] == "pass"  # a wrong dtype alone leaves the values comparable
     assert rows["vs_autodiff"]["level"] == "warn" and "wrong shape" in rows["vs_autodiff"]["message"]
+    unreduced = rows_of(examples_run, "bias_add_unreduced")["second_order"]  # its own numbers agree, on wrong shapes
+    assert unreduced["level"] == "warn" and unreduced["message"].startswith("not meaningful: the gradient has the wrong shape")
 
 
 @pytest.mark.slow
@@ -117,6 +126,17 @@ def test_broken_example_fails_the_named_check(examples_run, op):
     assert row["level"] == "fail"
     for name in names:
         assert name in row["message"], (name, row["message"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", list(WARNED))
+def test_warned_example_warns_at_the_named_check_and_fails_nothing(examples_run, op):
+    check, names = WARNED[op]
+    rows = rows_of(examples_run, op)
+    assert rows[check]["level"] == "warn"
+    for name in names:
+        assert name in rows[check]["message"], (name, rows[check]["message"])
+    assert all(row["passed"] for row in rows.values())
 
 
 @pytest.mark.slow
@@ -381,7 +401,7 @@ def test_discover_a_module_name_and_a_directory():
     by_name = discover.discover("examples.square")
     assert [f.name for f in by_name.functions] == ["square_with_scaled_grad"]
     directory = discover.discover(EXAMPLES)
-    assert len(directory.functions) == 23 + len(BACKEND_EXAMPLES)
+    assert len(directory.functions) == 27 + len(BACKEND_EXAMPLES)
     assert [f.name for f in directory.layers] == ["TFStyleLayer", "SpikeLayer", "CustomSquareLayer"]
     assert not directory.errors
 
@@ -498,7 +518,7 @@ def test_verify_check_runs_the_user_checks_on_a_user_op(monkeypatch):
     monkeypatch.setattr(plan, "check_function", fake)
     spec = ops.from_function(exp_op)
     assert runner.check(spec) == [Check("finite", True, "ok")]
-    assert calls == [("exp_op", {})]
+    assert calls == [("exp_op", {"forward_mode": False})]  # the opt-in check, not asked for
 
 
 def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):

@@ -81,7 +81,9 @@ def test_the_checks_appear_once_done(square_app):
     loaded.checks("square_with_scaled_grad", {}).result(timeout=TIMEOUT)
     app.run()
     checks = app.dataframe[-1].value
-    assert list(checks["check"]) == ["finite", "shape_dtype", "graph", "keras_fit", "special_points", "vs_autodiff", "saved_model"]
+    assert list(checks["check"]) == [
+        "finite", "shape_dtype", "graph", "keras_fit", "special_points", "vs_autodiff", "kink", "saved_model", "second_order"
+    ]
     row = checks[checks["check"] == "vs_autodiff"].iloc[0]
     # examples/square.py declares why in its GRADIENT_EXPLORER dict: the halved gradient is intentional
     assert row["result"].endswith("pass") and row["message"].startswith("intentional: the custom gradient is half of")

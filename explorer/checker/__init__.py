@@ -7,10 +7,11 @@ Modules, named for what they hold:
   :class:`~explorer.checker.common.Subject` the checks take, each tolerance and the hard input values (once),
   and the public helpers that word a result;
 * ``checks``: one function per check (``check_finite``, ``check_shape_dtype``, ``check_graph``,
-  ``check_keras_fit``, ``check_special_points``, ``check_vs_autodiff``, ``check_saved_model``), each taking the
-  function's signature into account by calling ``elementwise`` (one input, elementwise: on a sweep) or
-  ``any_signature`` (several inputs or outputs, reductions, matrix products, variables: at the input assignments
-  :func:`ops.inputs.find_inputs` finds);
+  ``check_keras_fit``, ``check_special_points``, ``check_vs_autodiff``, ``check_kink``, ``check_saved_model``,
+  ``check_second_order``, the opt-in ``check_forward_mode``), each taking the function's signature into account
+  by calling ``elementwise`` (one input, elementwise: on a sweep) or ``any_signature`` (several inputs or
+  outputs, reductions, matrix products, variables: at the input assignments :func:`ops.inputs.find_inputs`
+  finds); ``higher_order`` holds the bodies of ``second_order`` and ``forward_mode`` for both;
 * ``layer``: the checks of a Keras layer, and the ``Model.fit`` and ``model.export`` helpers a layer goes through;
 * ``plan``: which checks run in which order (:func:`~explorer.checker.plan.check_function`,
   :func:`~explorer.checker.plan.check_layer`), each within a time limit (``timelimit``);

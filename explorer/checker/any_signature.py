@@ -389,15 +389,14 @@ def vs_autodiff_directional(subject: Subject) -> Check:
     )
 
 
-def not_elementwise(subject: Subject) -> Check:
-    """The ``special_points`` row of a function that is not one input, elementwise: a skip (it does not apply)."""
+def not_elementwise(
+    subject: Subject, name: str = "special_points", why: str = "special points are points of an elementwise curve"
+) -> Check:
+    """The ``name`` row (``special_points``, ``kink``) of a function that is not one input, elementwise: a skip."""
     user, found = subject.user, subject.found
     shape = found.working[0].describe(user.inputs) if found.working else "no working inputs"
     return result(
-        "special_points",
-        "skip",
-        f"does not apply: {user.name} is not one input, elementwise (inputs {shape}); special points are points of "
-        "an elementwise curve",
+        name, "skip", f"does not apply: {user.name} is not one input, elementwise (inputs {shape}); {why}"
     )
 
 

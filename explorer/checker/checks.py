@@ -5,7 +5,8 @@ A function of one input, elementwise (a built-in, an editor op, most surrogates)
 [-3, 3] and at each dtype's hard places (:mod:`explorer.checker.elementwise`); any other signature (several
 inputs or outputs, a reduction, captured variables) at the input assignments it accepts
 (:mod:`explorer.checker.any_signature`). A check does not apply to some signatures: it says so with a ``skip``
-row (``special_points`` of a function that is not elementwise). Which checks run, in which order, is
+row (``special_points`` and ``kink`` of a function that is not elementwise). ``second_order`` and
+``forward_mode`` have one body for both signatures in :mod:`explorer.checker.higher_order`. Which checks run, in which order, is
 :data:`explorer.checker.plan.FUNCTION_PLAN`.
 
 A check never raises: an exception becomes a failed row naming it, with the fix for a known error
@@ -14,7 +15,7 @@ A check never raises: an exception becomes a failed row naming it, with the fix 
 
 from __future__ import annotations
 
-from explorer.checker import any_signature, elementwise
+from explorer.checker import any_signature, elementwise, higher_order
 from explorer.checker.common import Check, Subject, guarded
 
 
@@ -61,6 +62,16 @@ def check_special_points(subject: Subject) -> Check:
     return any_signature.not_elementwise(subject)
 
 
+@guarded("kink", fix=True)
+def check_kink(subject: Subject) -> Check:
+    """At each continuous point where the forward's one-sided slopes differ, the custom value lies between them;
+    a skip for a function that is not elementwise."""
+    if subject.elementwise:
+        elementwise.sweep_of(subject)
+        return elementwise.kink_on_sweep(subject)
+    return any_signature.not_elementwise(subject, "kink", "a kink is a point of an elementwise curve")
+
+
 @guarded("vs_autodiff", fix=True)
 def check_vs_autodiff(subject: Subject) -> Check:
     """The custom gradient against the true one (autodiff of a declared forward, else numerical): how they
@@ -77,3 +88,18 @@ def check_saved_model(subject: Subject) -> Check:
     if subject.elementwise:
         return elementwise.saved_model_through_op(subject)
     return any_signature.saved_model_at_assignments(subject)
+
+
+@guarded("second_order", fix=True)
+def check_second_order(subject: Subject) -> Check:
+    """The second derivative through the custom gradient (eager and ``tf.function``) against central differences
+    of the custom first derivative where it is smooth; None is right only where that is 0."""
+    if subject.elementwise:
+        return higher_order.second_order_on_sweep(subject)
+    return higher_order.second_order_directional(subject)
+
+
+@guarded("forward_mode", fix=True)
+def check_forward_mode(subject: Subject) -> Check:
+    """Opt-in: the JVP of ``tf.autodiff.ForwardAccumulator`` against the custom VJP, uᵀ(Jv) = (uᵀJ)v."""
+    return higher_order.forward_mode_of(subject)

@@ -424,8 +424,23 @@ def points_of(subject: Subject):
     return subject.cache["points"]
 
 
+JUMP_NOTE = (
+    "; at a jump the custom value is the surrogate's design choice (no slope to lie between): the kink check "
+    "judges kinks only"
+)
+
+
 @guarded("special_points")
 def special_points_on_sweep(subject: Subject) -> Check:
+    """The message ends with :data:`JUMP_NOTE` where a jump of the forward is detected."""
+    check = _special_points_verdict(subject)
+    table = points_of(subject)
+    if len(table) and ((table["kind"].astype(str) == "jump") & table["detected"].astype(bool)).any():
+        return result(check.name, check.level, check.message + JUMP_NOTE)
+    return check
+
+
+def _special_points_verdict(subject: Subject) -> Check:
     spec = subject.spec
     lo, hi = SWEEP_RANGE
     swept = sweep_of(subject)
@@ -496,7 +511,7 @@ def _difference_summary(
     )
 
 
-def _near_special_points(subject: Subject, x: np.ndarray) -> np.ndarray:
+def near_special_points(subject: Subject, x: np.ndarray) -> np.ndarray:
     """Where x is a special point of the sweep (declared or detected: a jump or kink of the forward, a
     boundary of the custom gradient), within the matching tolerance of 1.5 grid steps: there the derivative
     is not defined and the value AT the point is a convention."""
@@ -567,7 +582,7 @@ def vs_autodiff_on_sweep(subject: Subject) -> Check:
     if not differs.any():
         summary = f"the custom gradient equals {truth} on all {int(both.sum())} finite points"
         return result("vs_autodiff", "pass", "; ".join([summary, *parts]))
-    near = _near_special_points(subject, x)
+    near = near_special_points(subject, x)
     flat = differs & (np.abs(true) <= ZERO_GRADIENT)
     informative = differs & ~flat & ~near
     if informative.any():
@@ -592,3 +607,95 @@ def vs_autodiff_on_sweep(subject: Subject) -> Check:
         flat.any() or true_bad.any()
     ) else f"the custom gradient equals {truth} on {agree} of {int(both.sum())} finite points"
     return result("vs_autodiff", "pass", "; ".join([start, *found, *parts]))
+
+
+# -- kink -----------------------------------------------------------------------------------------------------
+KINK_STEPS = {"float64": (1e-4, 1e-6), "float32": (1e-2, 1e-3)}  # one-sided slopes at h, and h' for continuity
+KINK_TOLERANCE = {"float64": 1e-4, "float32": 2e-2}  # relative to the larger slope (at least 1)
+
+
+def one_sided(call: Callable[[tf.Tensor], tf.Tensor], at: float, dtype: str, gap: float = np.inf) -> dict[str, float]:
+    """At ``at``: the forward's one-sided slopes (step h, under half the ``gap`` to the next special point),
+    whether it is continuous there (its one-sided changes shrink with the step, as they do at a kink and not at
+    a jump), the custom gradient AT the point and its one-sided limits (step h)."""
+    h, small = KINK_STEPS[dtype]
+    if gap / 2 < h:  # declared points closer than the step (safe_norm's 0 and +-1e-12): stay between them
+        h = max(gap / 2, 1e-12 if dtype == "float64" else 1e-5)
+        small = h / 100
+    x = tf.constant(np.array([at - h, at, at + h, at - small, at + small]), dtype)
+    y, grad = value_and_grad(call, x)
+    f, g = np.asarray(y.numpy(), np.float64), np.asarray(grad.numpy(), np.float64)
+    moved = x.numpy().astype(np.float64) - float(x.numpy()[1])
+    change = max(abs(f[3] - f[1]), abs(f[4] - f[1]))
+    wide = max(abs(f[0] - f[1]), abs(f[2] - f[1]))
+    return {
+        "left": (f[1] - f[0]) / -moved[0],
+        "right": (f[2] - f[1]) / moved[2],
+        "continuous": bool(change <= 0.5 * wide or change <= 1e3 * np.finfo(dtype).eps * max(1.0, abs(f[1]))),
+        "value": g[1],
+        "custom_left": g[0],
+        "custom_right": g[2],
+    }
+
+
+@guarded("kink")
+def kink_on_sweep(subject: Subject) -> Check:
+    """At each special point of the sweep (declared or detected) where the forward is continuous and its
+    one-sided slopes differ, the custom value must lie in [min, max] of the slopes (a subgradient's convention,
+    endpoints included); where the custom gradient's own one-sided limits are not the forward's slopes (a
+    surrogate around the point) the interval spans those too. Jumps are not judged: there the value is a design
+    choice (special_points lists them)."""
+    call = subject.call(None)
+    table = points_of(subject)
+    try:
+        value_and_grad(call, tf.constant([0.0], tf.float64))
+        dtype = "float64"
+    except Exception:  # noqa: BLE001 - a function that does not run in float64
+        dtype = "float32"
+    judged, jumps, outside = [], 0, []
+    points = sorted(set(table["x"].to_numpy(dtype=np.float64))) if len(table) else []
+    for index, at in enumerate(points):
+        gap = min([abs(at - other) for other in (points[index - 1 : index] + points[index + 1 : index + 2])] or [np.inf])
+        sides = one_sided(call, float(at), dtype, gap)
+        if not all(np.isfinite([sides[k] for k in ("left", "right", "value")])):
+            continue
+        if not sides["continuous"]:
+            jumps += 1
+            continue
+        scale = max(1.0, abs(sides["left"]), abs(sides["right"]))
+        tolerance = KINK_TOLERANCE[dtype] * scale
+        if abs(sides["left"] - sides["right"]) <= tolerance:
+            continue  # no kink of the forward here (a boundary or kink of the custom gradient only)
+        ends = [sides["left"], sides["right"]]
+        surrogate = ""
+        limits = [sides["custom_left"], sides["custom_right"]]
+        if not all(np.isclose(limits, ends, rtol=0.0, atol=tolerance)) and np.isfinite(limits).all():
+            ends += limits
+            surrogate = f", widened by the custom gradient's own one-sided limits {fmt(limits[0])} and {fmt(limits[1])}"
+        low, high = min(ends), max(ends)
+        text = (
+            f"x = {fmt(at)}: slopes {fmt(sides['left'])} (left) and {fmt(sides['right'])} (right), custom value "
+            f"{fmt(sides['value'])}"
+        )
+        judged.append(text)
+        if not low - tolerance <= sides["value"] <= high + tolerance:
+            outside.append(f"{text}, outside [{fmt(low)}, {fmt(high)}]{surrogate}")
+    jump_note = (
+        f"; {jumps} jump(s) of the forward not judged (there the value is a design choice, see special_points)"
+        if jumps else ""
+    )
+    if outside:
+        return result(
+            "kink",
+            "fail",
+            f"the custom gradient AT a kink of the forward is not between its one-sided slopes: {'; '.join(outside[:3])}. "
+            "A sound convention is a subgradient, a value in [min, max] of the slopes (|x| at 0: in [-1, 1]; ReLU at "
+            f"0: in [0, 1]): return one there (e.g. tf.where(x == 0, 0.0, ...)){jump_note}",
+        )
+    if not judged:
+        return result("kink", "pass", f"no kink of the forward among the special points of [{SWEEP_RANGE[0]:g}, {SWEEP_RANGE[1]:g}]{jump_note}")
+    return result(
+        "kink",
+        "pass",
+        f"the custom value at every kink of the forward lies between its one-sided slopes: {'; '.join(judged[:3])}{jump_note}",
+    )

@@ -40,7 +40,8 @@ def custom_gradient_checks(fn_or_layer: Callable[..., Any] | type, /, **declarat
     For a function (any signature: several inputs or outputs, a reduction, a variable), ``declarations`` go to
     :func:`ops.from_function` (``forward``, ``points``, ``ranges``, ``title``, ``justification``,
     ``input_shapes``), over those its module declares in its ``GRADIENT_EXPLORER`` dict (as ``verify``
-    reads them), plus ``params`` (values to check at) and ``time_limit``; for a layer,
+    reads them), plus ``params`` (values to check at), ``time_limit`` and ``forward_mode=True`` (the opt-in
+    check of ``tf.autodiff.ForwardAccumulator``'s JVP against the custom gradient); for a layer,
     ``op`` (the custom-gradient function it calls; default: those of its module) and ``time_limit``.
     """
     python_state, numpy_state = random.getstate(), np.random.get_state()
@@ -66,10 +67,11 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
         functions = None if op is None else [(ops.user.undecorated(op).__name__, op)]
         return plan.check_layer(fn_or_layer, functions, time_limit=time_limit)
     params = declarations.pop("params", None) or {}
+    forward_mode = bool(declarations.pop("forward_mode", False))
     from explorer.checker import discover
 
     spec = ops.from_function(fn_or_layer, **{**discover.declared_for(fn_or_layer), **declarations})
-    return plan.check_function(spec, time_limit=time_limit, **params)
+    return plan.check_function(spec, time_limit=time_limit, forward_mode=forward_mode, **params)
 
 
 def assert_custom_gradient(

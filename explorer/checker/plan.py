@@ -3,7 +3,9 @@ op) and :func:`check_layer` (a Keras layer class).
 
 :data:`FUNCTION_PLAN` names each function check, says in one line what it proves and points at the one
 function that makes it (:mod:`explorer.checker.checks`, ``(subject) -> Check``); :data:`LAYER_PLAN` does the
-same for a layer. Adding a check is one entry here plus one function. An op that declares its forward and
+same for a layer. Adding a check is one entry here plus one function; an entry with ``opt_in=True``
+(``forward_mode``) runs only when asked (``check_function(..., forward_mode=True)``, ``verify --forward-mode``),
+and :data:`FUNCTION_CHECKS` lists a default run's rows. An op that declares its forward and
 surrogate (a built-in, an editor op: ``spec.declares_surrogate``) is checked as the function
 :func:`ops.user.from_spec` makes of it, its declared forward the true one.
 
@@ -40,6 +42,7 @@ class Step:
     name: str
     proves: str
     check: Callable[..., Check]
+    opt_in: bool = False  # run only when asked (verify --forward-mode, check(fn, forward_mode=True))
 
 
 FUNCTION_PLAN: tuple[Step, ...] = (
@@ -65,7 +68,23 @@ FUNCTION_PLAN: tuple[Step, ...] = (
         "the custom gradient against the true one (declared forward or numerical), justified",
         checks.check_vs_autodiff,
     ),
+    Step(
+        "kink",
+        "at a kink of the forward the custom value lies between the one-sided slopes (jumps not judged)",
+        checks.check_kink,
+    ),
     Step("saved_model", "model.export + reload keeps the custom gradient", checks.check_saved_model),
+    Step(
+        "second_order",
+        "the second derivative through the custom gradient (eager, tf.function) is the custom gradient's derivative",
+        checks.check_second_order,
+    ),
+    Step(
+        "forward_mode",
+        "opt-in: ForwardAccumulator's JVP agrees with the custom VJP, u^T(Jv) = (u^T J)v",
+        checks.check_forward_mode,
+        opt_in=True,
+    ),
 )
 LAYER_PLAN: tuple[Step, ...] = (  # each check takes (layer_class, functions it may call)
     Step(
@@ -89,7 +108,8 @@ LAYER_PLAN: tuple[Step, ...] = (  # each check takes (layer_class, functions it 
         lambda layer_class, functions: layer.saved_model_through(layer_class),
     ),
 )
-FUNCTION_CHECKS: dict[str, str] = {step.name: step.proves for step in FUNCTION_PLAN}
+FUNCTION_CHECKS: dict[str, str] = {step.name: step.proves for step in FUNCTION_PLAN if not step.opt_in}  # a default run's rows
+OPT_IN_CHECKS: dict[str, str] = {step.name: step.proves for step in FUNCTION_PLAN if step.opt_in}
 LAYER_CHECKS: dict[str, str] = {step.name: step.proves for step in LAYER_PLAN}
 
 
@@ -136,7 +156,7 @@ def blame_shape(results: list[Check]) -> list[Check]:
         return results
     blamed = []
     for found in results:
-        if found.name == "vs_autodiff" and found.passed:  # a pass or a warn: either compares wrong shapes
+        if found.name in ("vs_autodiff", "second_order") and found.passed:  # a pass or a warn compares wrong shapes
             found = result(found.name, "warn", "not meaningful: the gradient has the wrong shape (see shape_dtype)")
         elif not found.passed and "raised" in found.message and "Fix:" not in found.message:
             found = result(found.name, "fail", f"wrong gradient shape (fix shape_dtype first): {found.message}")
@@ -180,11 +200,22 @@ def _with_inputs(subject: Subject, time_limit: float) -> Subject | list[Check]:
     return Subject(subject.spec, subject.params, found)
 
 
+def function_checks(forward_mode: bool = False) -> dict[str, str]:
+    """The rows a run has: :data:`FUNCTION_CHECKS`, and with ``forward_mode`` the opt-in ``forward_mode`` row."""
+    return {step.name: step.proves for step in FUNCTION_PLAN if not step.opt_in or forward_mode}
+
+
 def check_function(
-    op: ops.OpSpec | Callable[..., Any], /, *, time_limit: float = TIME_LIMIT, **params: Any
+    op: ops.OpSpec | Callable[..., Any],
+    /,
+    *,
+    time_limit: float = TIME_LIMIT,
+    forward_mode: bool = False,
+    **params: Any,
 ) -> list[Check]:
     """Run :data:`FUNCTION_PLAN` on an op (a built-in, an editor op, an OpSpec from :func:`ops.from_function`,
-    or the function itself) at ``params`` (defaults for the rest)."""
+    or the function itself) at ``params`` (defaults for the rest); the opt-in ``forward_mode`` check only with
+    ``forward_mode=True``."""
     subject = Subject.of(op, **params)
     with quiet_tensorflow():
         try:
@@ -198,7 +229,8 @@ def check_function(
             if isinstance(found, list):
                 return found
             subject = found
-        results = run_plan([(step.name, lambda step=step: step.check(subject)) for step in FUNCTION_PLAN], time_limit)
+        steps = [step for step in FUNCTION_PLAN if not step.opt_in or forward_mode]
+        results = run_plan([(step.name, lambda step=step: step.check(subject)) for step in steps], time_limit)
     return blame_shape(results)
 
 

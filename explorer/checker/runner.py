@@ -29,25 +29,25 @@ from explorer.checker.common import LEVELS, VERIFICATION_DIR, Check
 COLUMNS = ["op", "check", "level", "passed", "message", "backend"]  # backend: where the check ran
 
 
-def check(op: str | ops.OpSpec, /, **params: Any) -> list[Check]:
+def check(op: str | ops.OpSpec, /, *, forward_mode: bool = False, **params: Any) -> list[Check]:
     """Run the checks on ``op`` at ``params`` (defaults for the rest); one :class:`Check` each.
 
     One checker for every op (:func:`explorer.checker.plan.check_function`): a built-in op is a function
     with declarations (forward, surrogate, special points, why), your own function one without.
     Raises KeyError for an unknown op key and ValueError for an invalid parameter; the checks
-    themselves never raise.
+    themselves never raise. ``forward_mode`` adds the opt-in ``forward_mode`` check.
     """
     spec = ops.get(op)
     resolved = spec.resolve(params)
-    return plan.check_function(spec, **resolved)
+    return plan.check_function(spec, forward_mode=forward_mode, **resolved)
 
 
 # -- the command line ------------------------------------------------------------------------------------
-def run_all(keys: Iterable[str]) -> pd.DataFrame:
+def run_all(keys: Iterable[str], forward_mode: bool = False) -> pd.DataFrame:
     """One row per (op, check): op, check, level, passed, message."""
     rows = []
     for key in keys:
-        for result in check(key):
+        for result in check(key, forward_mode=forward_mode):
             rows.append({"op": key, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"}})
     return pd.DataFrame([{**row, "backend": "tensorflow"} for row in rows], columns=COLUMNS)
 
@@ -126,7 +126,9 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
     return [json_path, md_path]
 
 
-def check_targets(targets: Sequence[str], backends: Sequence[str] | None = None) -> tuple[pd.DataFrame, list[str]]:
+def check_targets(
+    targets: Sequence[str], backends: Sequence[str] | None = None, forward_mode: bool = False
+) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
     Each function's or layer's checks run in a worker process (:func:`checked_in_worker`): one that
@@ -153,9 +155,12 @@ def check_targets(targets: Sequence[str], backends: Sequence[str] | None = None)
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
         if ISOLATE:
-            results = checked_in_worker(origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions)
+            results = checked_in_worker(
+                origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions,
+                forward_mode=forward_mode,
+            )
         else:
-            results = check_found(item, found)
+            results = check_found(item, found, forward_mode)
         for result in results:
             rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"},
                          "backend": "tensorflow"})
@@ -166,7 +171,7 @@ def check_targets(targets: Sequence[str], backends: Sequence[str] | None = None)
     return pd.DataFrame(rows, columns=COLUMNS), problems
 
 
-def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]:
+def check_found(item: discover.Found, found: discover.Discovered, forward_mode: bool = False) -> list[Check]:
     """The checks of one discovered function or layer (``found``: everything discovered with it), here.
     A function that cannot be an op (a bad declaration, an unreadable signature) gets failed rows: "not
     checked", ``shape_dtype`` saying why."""
@@ -180,9 +185,9 @@ def check_found(item: discover.Found, found: discover.Discovered) -> list[Check]
             )
             return [
                 Check(name, False, message if name == "shape_dtype" else "not checked: see shape_dtype", "fail")
-                for name in plan.FUNCTION_CHECKS
+                for name in plan.function_checks(forward_mode)
             ]
-        return plan.check_function(spec)
+        return plan.check_function(spec, forward_mode=forward_mode)
     siblings = [(f.name, f.obj) for f in found.functions if f.module == item.module]
     return plan.check_layer(item.obj, siblings)
 
@@ -193,7 +198,7 @@ VERIFY_LANE = "verify"  # the shared worker (explorer.worker.shared) of this pro
 _DISCOVERED_IN_WORKER: dict[str, discover.Discovered] = {}
 
 
-def _check_by_place(target: str, place: int, name: str) -> list[Check]:
+def _check_by_place(target: str, place: int, name: str, forward_mode: bool = False) -> list[Check]:
     """In the worker: discover ``target`` (once) and check the item at ``place`` (named ``name``)."""
     if target not in _DISCOVERED_IN_WORKER:
         _DISCOVERED_IN_WORKER[target] = discover.discover(target)
@@ -201,10 +206,12 @@ def _check_by_place(target: str, place: int, name: str) -> list[Check]:
     items = found.functions + found.layers
     if place >= len(items) or items[place].name != name:
         raise RuntimeError(f"{target} defines other functions in the worker process than here (no {name})")
-    return check_found(items[place], found)
+    return check_found(items[place], found, forward_mode)
 
 
-def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer: bool) -> list[Check]:
+def checked_in_worker(
+    target: str, place: int, item: discover.Found, *, is_layer: bool, forward_mode: bool = False
+) -> list[Check]:
     """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
     (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
     worker is replaced for the next function."""
@@ -212,9 +219,11 @@ def checked_in_worker(target: str, place: int, item: discover.Found, *, is_layer
 
     running = worker.shared(VERIFY_LANE, worker.importing(plan.__name__))
     try:
-        return running.call(_check_by_place, target, place, item.name, time_limit=worker.check_seconds())
+        return running.call(
+            _check_by_place, target, place, item.name, forward_mode, time_limit=worker.check_seconds()
+        )
     except worker.WorkerFailure as failure:
-        names = plan.LAYER_CHECKS if is_layer else plan.FUNCTION_CHECKS
+        names = plan.LAYER_CHECKS if is_layer else plan.function_checks(forward_mode)
         message = f"{item.name}'s checks {failure.how}; the checker went on with a new worker process"
         return [Check(name=name, passed=False, message=message, level="fail") for name in names]
 
@@ -226,7 +235,7 @@ def across_backends(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--backends LIST] [--json] [--record ...]``.
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--backends LIST] [--forward-mode] [--json] [--record ...]``.
 
     TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
     built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
@@ -240,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         "Keras layers; default: the built-in ops",
     )
     parser.add_argument("--op", action="append", metavar="KEY", help="check only this op (repeatable); default: all")
+    parser.add_argument(
+        "--forward-mode",
+        action="store_true",
+        help="also check forward mode: tf.autodiff.ForwardAccumulator's JVP against the custom gradient (opt-in: "
+        "few teams use JVPs)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument(
         "--backends",
@@ -261,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"--backends: {error}", file=sys.stderr)
             return 2
-        results, problems = check_targets(args.targets, chosen)
+        results, problems = check_targets(args.targets, chosen, args.forward_mode)
     else:
         if args.backends is not None:
             print("--backends compares your keras.ops functions: give TARGETs", file=sys.stderr)
@@ -271,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             print(f"unknown op(s): {', '.join(unknown)}; valid ops: {', '.join(ops.names())}", file=sys.stderr)
             return 2
-        results = run_all(keys)
+        results = run_all(keys, args.forward_mode)
     seconds = time.perf_counter() - start
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
