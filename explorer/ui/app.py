@@ -4,9 +4,11 @@
 (``gradient-explorer run``), so the two are one app. Each page lives in its own module here.
 """
 
+import os
+
 import streamlit as st
 
-from explorer.serve import start_user_code_worker
+from explorer.serve import REPLICA_ENV, start_user_code_worker
 from explorer.ui import runtime
 
 start_user_code_worker()  # your ops' worker imports TensorFlow while this process does (no-op once started)
@@ -29,7 +31,11 @@ def main() -> None:
         st.Page(train.page, title="Train", icon=":material/model_training:", url_path="train"),
         st.Page(editor.page, title="Editor", icon=":material/edit:", url_path="editor"),
     ]
-    st.navigation(pages).run()
+    page = st.navigation(pages)
+    replica = os.environ.get(REPLICA_ENV)
+    if replica:  # one of several servers behind the proxy (gradient-explorer run --replicas)
+        st.sidebar.container(key="replica").caption(f"Served by replica {replica}")
+    page.run()
 
 
 if __name__ == "__main__":
