@@ -10,8 +10,8 @@ from its URL. Every response says which replica served it (:data:`REPLICA_HEADER
 sidebar (:data:`REPLICA_ENV`).
 
 What the operator keeps lives in the operator's config folder (:func:`config_dir`), never in the repository:
-the cookie secret all replicas share (made once, mode 0600), the generated ``haproxy-<port>.cfg``, the runtime
-API socket and ``run-<port>.json`` (every process id and port, for tools and tests).
+the cookie secret all replicas share (made once, mode 0600), the generated ``haproxy-<port>.cfg`` and
+``run-<port>.json`` (every process id and port, and HAProxy's runtime API socket, for tools and tests).
 
 The replicas are not restarted when one dies: HAProxy sends its users to the others, and this command says so
 in its log. Stopping this command (Ctrl-C, SIGTERM) stops every process it started.
@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -180,6 +181,7 @@ class ReplicaSet:
         self.processes: dict[str, subprocess.Popen] = {}
         self.replicas: list[Replica] = []
         self.proxy: subprocess.Popen | None = None
+        self._socket_dir: Path | None = None
 
     @property
     def config_path(self) -> Path:
@@ -191,7 +193,10 @@ class ReplicaSet:
 
     @property
     def stats_socket(self) -> Path:
-        return self.directory / f"haproxy-{self.port}.sock"
+        """HAProxy's runtime API, in a private temporary folder: a socket path has at most ~100 characters."""
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="gradient-explorer-"))  # mode 0700
+        return self._socket_dir / f"haproxy-{self.port}.sock"
 
     def start(self) -> None:
         if shutil.which(HAPROXY) is None:
@@ -249,6 +254,8 @@ class ReplicaSet:
                 process.kill()
                 process.wait(timeout=10)
         self.status_path.unlink(missing_ok=True)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
 def _flag_or_its_value(args: list[str], index: int, names: tuple[str, ...]) -> bool:

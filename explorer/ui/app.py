@@ -32,10 +32,21 @@ def main() -> None:
         st.Page(editor.page, title="Editor", icon=":material/edit:", url_path="editor"),
     ]
     page = st.navigation(pages)
-    replica = os.environ.get(REPLICA_ENV)
-    if replica:  # one of several servers behind the proxy (gradient-explorer run --replicas)
-        st.sidebar.container(key="replica").caption(f"Served by replica {replica}")
+    if os.environ.get(REPLICA_ENV):  # one of several servers behind the proxy (gradient-explorer run --replicas)
+        with st.sidebar:
+            st.fragment(run_every=REPLICA_TIMER_SECONDS)(_replica_caption)()
     page.run()
+
+
+# Streamlit's browser code reruns the page after a WebSocket reconnect only if the page has a timed fragment
+# (or a run was under way); otherwise it assumes its session survived. Behind the proxy a reconnect may land on
+# another replica (its own died), in a new session: this timer makes the page run there, from its URL, at once.
+# Its own tick (a caption, once per REPLICA_TIMER_SECONDS) costs nothing.
+REPLICA_TIMER_SECONDS = 600
+
+
+def _replica_caption() -> None:
+    st.container(key="replica").caption(f"Served by replica {os.environ.get(REPLICA_ENV)}")
 
 
 if __name__ == "__main__":
