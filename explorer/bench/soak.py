@@ -172,10 +172,16 @@ async def _soak(url: str, pid: int, sessions: int, moves: int, trainings: int, s
             result.after_training = _reading(pid, done)
         finally:
             await browser.close()
-    if len(result.checkpoints) >= 2:
-        first, last = result.checkpoints[0], result.checkpoints[-1]
-        result.growth_per_100_bytes = (last["rss_bytes"] - first["rss_bytes"]) / (last["sessions"] - first["sessions"]) * 100
+    result.growth_per_100_bytes = growth_per_100(result.checkpoints)
     return result
+
+
+def growth_per_100(checkpoints: list[dict]) -> float:
+    """Bytes of tree RSS per 100 sessions from the first checkpoint to the last (0 with fewer than two)."""
+    if len(checkpoints) < 2:
+        return 0.0
+    first, last = checkpoints[0], checkpoints[-1]
+    return (last["rss_bytes"] - first["rss_bytes"]) / (last["sessions"] - first["sessions"]) * 100
 
 
 def run_soak(sessions: int, moves: int, trainings: int, minutes: float = 180.0, seed: int = 0) -> SoakResult:
