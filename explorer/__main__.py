@@ -15,11 +15,26 @@ COMMANDS = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's, raised with each change of a public name or
+    verdict: CHANGELOG.md)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("gradient-explorer")
+    except PackageNotFoundError:  # a clone used without `pip install -e .`
+        return "unknown (not installed: run `make test` or `pip install -e .`)"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"gradient-explorer {version()}")
+        return 0
     if not argv or argv[0] not in COMMANDS:
         lines = [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
-        print(f"usage: gradient-explorer {{{','.join(COMMANDS)}}} [options]\n" + "\n".join(lines), file=sys.stderr)
+        print(f"usage: gradient-explorer [--version] {{{','.join(COMMANDS)}}} [options]\n" + "\n".join(lines), file=sys.stderr)
         return 2
     module_name, _ = COMMANDS[argv[0]]
     try:

@@ -223,3 +223,60 @@ def test_every_relative_link_and_picture_in_the_docs_exists():
                 assert (path.parent / file_part).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                 pictures += 1
     assert pictures >= 1  # the README's screenshot of the Explore page
+
+
+# -- the map a newcomer reads: docs/architecture.md --------------------------------------------------------
+MAP_LINE = re.compile(r"^\s*- `((?:ops|explorer)/(?:[\w/]*\.py|(?:\w+/)*))`: (\S.*)$")
+
+
+def architecture_map(text: str) -> dict[str, str]:
+    """``path -> what it holds`` from the map's lines ``- `explorer/checker/plan.py`: which checks run ...``."""
+    return {match[1]: match[2] for match in map(MAP_LINE.match, text.splitlines()) if match}
+
+
+def paths_to_map() -> set[str]:
+    """Every package (a folder with ``__init__.py``) and every module of ``ops`` and ``explorer``."""
+    found = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT).as_posix()
+            if path.name == "__init__.py":
+                found.add(relative.removesuffix("__init__.py"))
+            elif path.name != "__main__.py":
+                found.add(relative)
+    return found
+
+
+def test_the_map_reader_takes_a_module_and_a_package_line_and_nothing_else():
+    text = "- `ops/`: ops\n- `ops/user.py`: your function as an op\n  - `explorer/checker/`: the checker\n- `ops/x.py` no colon\n"
+    assert architecture_map(text) == {"ops/": "ops", "ops/user.py": "your function as an op", "explorer/checker/": "the checker"}
+
+
+def test_every_package_and_module_has_one_line_in_the_architecture_map():
+    mapped = architecture_map((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    expected = paths_to_map()
+    assert sorted(expected - set(mapped)) == [], "add a line `- `path`: what it holds` to docs/architecture.md"
+    assert sorted(path for path in set(mapped) - expected if not (ROOT / path).exists()) == [], "the map names a path that is gone"
+
+
+# -- the version a user reports: pyproject.toml, CHANGELOG.md, --version ------------------------------------
+def _project_version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def test_the_changelog_starts_with_the_project_version_and_lists_releases_newest_first():
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d{2}-\d{2})$", text, flags=re.MULTILINE)
+    assert releases and releases[0][0] == _project_version()
+    as_tuples = [tuple(int(part) for part in number.split(".")) for number, _ in releases]
+    assert as_tuples == sorted(as_tuples, reverse=True) and [day for _, day in releases] == sorted((day for _, day in releases), reverse=True)
+
+
+def test_dash_dash_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "explorer", "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and done.stdout == f"gradient-explorer {version('gradient-explorer')}\n"
+    assert version("gradient-explorer") == _project_version(), "reinstall: make .venv/.dev-installed"

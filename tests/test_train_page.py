@@ -375,6 +375,22 @@ def test_changing_a_control_writes_it_to_the_url_and_a_preset_link_keeps_its_sho
     assert set(dict(app.query_params)) == {"preset", "runs"}  # every other control is the preset's
 
 
+def test_a_quick_second_edit_whose_rerun_carries_the_previous_url_keeps_both_edits():
+    """A rerun carries the browser's URL, which may still be the one before the last rerun wrote its own (two
+    quick edits): that URL is the page's own, not a link, and must not undo the first edit's successor."""
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.lr").set_value(0.07).run()
+    after_lr = dict(app.query_params)
+    app.number_input(key="train.epochs").set_value(30).run()
+    assert dict(app.query_params) == after_lr | {"epochs": "30"}
+    app.query_params.clear()
+    app.query_params.update(after_lr)  # the browser had not yet shown the epochs URL when the next edit came
+    app.number_input(key="train.seed").set_value(7).run()
+    assert not app.exception
+    assert app.number_input(key="train.epochs").value == 30 and app.number_input(key="train.lr").value == 0.07
+    assert dict(app.query_params) == after_lr | {"epochs": "30", "seed": "7"}
+
+
 def test_a_run_that_learns_its_parameters_draws_their_trajectory_and_states_the_equivalences():
     app = AppTest.from_function(train_app, default_timeout=TIMEOUT)
     app.query_params["runs"] = "atan:custom::learn;atan:custom"

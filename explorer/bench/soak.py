@@ -258,28 +258,36 @@ class LoadResult:
     exceptions: int
 
 
-async def _slider_user(browser, url: str, op: str, moves: int) -> list[float]:
+async def _open_slider_page(browser, url: str, op: str):
+    """A context on Explore (or the floor page) with its first slider moved once (the first move's one-off costs)."""
     context = await browser.new_context(viewport=VIEWPORT)
-    try:
-        page = await context.new_page()
-        await open_explore(page, url, op)
-        await nudge_first_slider(page)  # warm: the first move pays one-off costs
-        times = []
-        for move in range(moves):
-            times.append(await nudge_first_slider(page, "ArrowLeft" if move % 2 == 0 else "ArrowRight"))
-            await asyncio.sleep(LOAD_PACE_SECONDS)
-        return times
-    finally:
-        await context.close()
+    page = await context.new_page()
+    await page.goto(f"{url}/?op={op}")
+    await settle(page, timeout=SESSION_TIMEOUT_SECONDS)
+    await page.wait_for_function(FIGURE_JS, arg="main_figure", timeout=SESSION_TIMEOUT_SECONDS * 1000)
+    await nudge_first_slider(page)
+    return context, page
+
+
+async def _moves(page, moves: int) -> list[float]:
+    times = []
+    for move in range(moves):
+        times.append(await nudge_first_slider(page, "ArrowLeft" if move % 2 == 0 else "ArrowRight"))
+        await asyncio.sleep(LOAD_PACE_SECONDS)
+    return times
 
 
 async def _load(url: str, floor_url: str, moves: int) -> tuple[list[float], list[float], int]:
+    """The slider users' pages open first (idle), then five users start training; once all train, the slider
+    users and the floor page's context move their sliders together."""
     from explorer.train.trainer import MAX_EPOCHS
 
     keys = slider_ops()
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
+            floor = await _open_slider_page(browser, floor_url, "")
+            users = [await _open_slider_page(browser, url, keys[LOAD_TRAINERS + i]) for i in range(LOAD_SLIDER_USERS)]
             started, stop = [asyncio.Event() for _ in range(LOAD_TRAINERS)], asyncio.Event()
             trainers = asyncio.gather(*(
                 train_as_user(browser, url, keys[i], MAX_EPOCHS, None, training=event, full_batch=False, stop=stop, points=4096)
@@ -292,16 +300,16 @@ async def _load(url: str, floor_url: str, moves: int) -> tuple[list[float], list
                 all_started.cancel()
                 raise RuntimeError(f"not every trainer was training {LOAD_START_TIMEOUT_SECONDS:g} s after the start")
             try:
-                floor = _slider_user(browser, floor_url, "", moves)
-                app = [_slider_user(browser, url, keys[LOAD_TRAINERS + i], moves) for i in range(LOAD_SLIDER_USERS)]
-                results = await asyncio.gather(floor, *app)
+                results = await asyncio.gather(_moves(floor[1], moves), *(_moves(page, moves) for _, page in users))
             finally:
                 stop.set()
-            users = await trainers
+            trained = await trainers
+            for context, _ in [floor, *users]:
+                await context.close()
         finally:
             await browser.close()
     app_times = [t for times in results[1:] for t in times]
-    return app_times, results[0], sum(user.exceptions for user in users)
+    return app_times, results[0], sum(user.exceptions for user in trained)
 
 
 def run_load(replica_counts: tuple[int, ...], moves: int) -> list[LoadResult]:

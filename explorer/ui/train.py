@@ -64,7 +64,8 @@ ERROR_KEY = "train.error"
 REQUEST_KEY = "train.request"  # "start" or "step", set by a button's callback, done by the page body
 PREDICTIONS_KEY = "train.predictions"  # (session id, epoch, predictions): drawn once per finished state
 PRESET_KEY = "train.preset"  # the preset selectbox ("" = none)
-URL_KEY = "train.url"  # the query this page last wrote: a URL that differs from it is read (a pasted link)
+URL_KEY = "train.url"  # the queries this page wrote since it last read one: any other URL is read (a pasted link)
+WRITTEN_URLS_KEPT = 32
 NOTICES_KEY = "train.url_notices"  # what the last URL read could not use
 RUNS_FROM_STATE_KEY = "train.runs_from_state"  # the next render keeps the runs a URL or preset just set
 # The training session's id, in the URL (?run=) while this browser session holds it. Sessions live in one server
@@ -188,7 +189,9 @@ def _state_from_url() -> None:
     """Read the URL when it is not the one this page wrote last (a pasted link, a preset link): its state
     goes into the controls; what it could not use is remembered as notices. A live preset starts."""
     query = {key: st.query_params.get_all(key) for key in st.query_params}
-    if not query or {key: values[-1] for key, values in query.items()} == st.session_state.get(URL_KEY):
+    # A rerun carries the browser's URL, which may not yet show what the previous rerun wrote (a quick second
+    # edit): any query this page wrote is its own, never a link to read, or it would undo the edit before.
+    if not query or {key: values[-1] for key, values in query.items()} in st.session_state.get(URL_KEY, []):
         return
     state, notices = url_state.train_from_query(query, _current_state() or DEFAULT_STATE, editor_op=_user_op())
     view, view_notices = url_state.preset_view_from_query(query, state.preset)
@@ -199,7 +202,7 @@ def _state_from_url() -> None:
         _load_preset_views(state.preset, view)
     elif state.preset:
         preset_views.show_view_state(view)
-    st.session_state[URL_KEY] = {key: values[-1] for key, values in query.items()}
+    st.session_state[URL_KEY] = [{key: values[-1] for key, values in query.items()}]
 
 
 def _current_state() -> url_state.TrainState | None:
@@ -693,7 +696,8 @@ def _write_url(state: url_state.TrainState | None) -> None:
         query[RUN_URL_KEY] = st.session_state[RUN_ID_KEY]
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
-    st.session_state[URL_KEY] = query
+    written = [known for known in st.session_state.get(URL_KEY, []) if known != query]
+    st.session_state[URL_KEY] = [*written[-(WRITTEN_URLS_KEPT - 1) :], query]
 
 
 def _note_lost_run() -> None:
