@@ -74,6 +74,7 @@ LOAD_TRAINERS = 5
 LOAD_SLIDER_USERS = 5
 LOAD_PACE_SECONDS = 0.5
 LOAD_START_TIMEOUT_SECONDS = 240.0
+LOAD_TRAIN_SECONDS = 1800.0  # the trainers' bound (a hang only): the stop event ends them once the moves are done
 
 
 # -- soak ----------------------------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ async def _load(url: str, floor_url: str, moves: int) -> tuple[list[float], list
             users = [await _open_slider_page(browser, url, keys[LOAD_TRAINERS + i]) for i in range(LOAD_SLIDER_USERS)]
             started, stop = [asyncio.Event() for _ in range(LOAD_TRAINERS)], asyncio.Event()
             trainers = asyncio.gather(*(
-                train_as_user(browser, url, keys[i], MAX_EPOCHS, None, training=event, full_batch=False, stop=stop, points=4096)
+                train_as_user(browser, url, keys[i], MAX_EPOCHS, LOAD_TRAIN_SECONDS, training=event, full_batch=False, stop=stop, points=4096)
                 for i, event in enumerate(started)
             ))  # fmt: skip
             all_started = asyncio.ensure_future(asyncio.gather(*(event.wait() for event in started)))
@@ -329,6 +330,7 @@ def run_load(replica_counts: tuple[int, ...], moves: int) -> list[LoadResult]:
                 count, statistics.median(app_times), statistics.median(floor_times), len(app_times), sampler.peak_rss,
                 LOAD_TRAINERS, LOAD_SLIDER_USERS, exceptions,
             ))  # fmt: skip
+            print(load_table(results[-1:]), file=sys.stderr, flush=True)  # each leg as it ends
     return results
 
 
