@@ -433,3 +433,19 @@ def test_a_training_run_is_named_in_the_url_and_a_link_to_a_run_this_server_lack
     elsewhere.button[0].click().run()  # Start: a new run, the notice goes
     assert not any("not on this server" in w.value for w in elsewhere.warning)
     assert elsewhere.query_params["run"] == elsewhere.session_state["train.run_id"] != run_id
+
+
+def test_a_rerun_whose_url_still_names_this_sessions_previous_run_is_not_a_lost_run():
+    """The browser's URL may lag a rerun behind (Start twice quickly): a run id this session made is its own."""
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.epochs").set_value(2)
+    app.button[0].click().run()
+    first = app.session_state["train.run_id"]
+    app = _finish(app)
+    app.button[0].click().run()  # Start again: a new run id
+    second = app.session_state["train.run_id"]
+    assert second != first
+    app.query_params["run"] = first  # the rerun carries the URL of before
+    app.run()
+    assert not any("not on this server" in w.value for w in app.warning)
+    assert app.query_params["run"] == second

@@ -73,6 +73,7 @@ RUNS_FROM_STATE_KEY = "train.runs_from_state"  # the next render keeps the runs 
 # does not have, and the page says the run was lost (LOST_RUN_KEY) instead of silently showing nothing.
 RUN_URL_KEY = "run"
 RUN_ID_KEY = "train.run_id"
+OWN_RUN_IDS_KEY = "train.own_run_ids"  # every run id this session made (a rerun may carry an older one in its URL)
 LOST_RUN_KEY = "train.lost_run"
 DEFAULT_STATE = url_state.TrainState()
 TICK_SECONDS = 1.0
@@ -330,6 +331,8 @@ def _ensure_session(state: url_state.TrainState) -> train.Session | None:
             st.session_state[ERROR_KEY] = str(error)
             return None
         st.session_state[RUN_ID_KEY] = uuid.uuid4().hex[:8]
+        own = st.session_state.get(OWN_RUN_IDS_KEY, [])
+        st.session_state[OWN_RUN_IDS_KEY] = [*own[-(WRITTEN_URLS_KEPT - 1) :], st.session_state[RUN_ID_KEY]]
         st.session_state[LOST_RUN_KEY] = None
         st.session_state[CONFIG_KEY] = _session_key(state)
         st.session_state[ERROR_KEY] = None
@@ -703,7 +706,8 @@ def _write_url(state: url_state.TrainState | None) -> None:
 def _note_lost_run() -> None:
     """A URL naming a training run this session does not hold: remember it for the notice (until Start or Reset)."""
     wanted = st.query_params.get(RUN_URL_KEY)
-    if wanted and wanted != st.session_state.get(RUN_ID_KEY):
+    # a rerun carries the browser's URL, which may still show a run this session made before (a quick Start)
+    if wanted and wanted not in st.session_state.get(OWN_RUN_IDS_KEY, []):
         st.session_state[LOST_RUN_KEY] = wanted[:16]
 
 
