@@ -166,10 +166,12 @@ async def _soak(url: str, pid: int, sessions: int, moves: int, trainings: int, s
             result.after_slider = _reading(pid, done)
             shots = ROOT / "test-artifacts" / "bench_soak"
             shots.mkdir(parents=True, exist_ok=True)
-            for number in range(trainings if time.monotonic() < deadline else 0):
+            for number in range(trainings):
+                if time.monotonic() > deadline:
+                    break
                 op = keys[number % len(ops.names())]
                 await train_as_user(browser, url, op, TRAINING_EPOCHS, TRAINING_SECONDS, shots / f"training_{number}.png")
-            result.trainings = trainings
+                result.trainings += 1
             result.after_training = _reading(pid, done)
         finally:
             await browser.close()
