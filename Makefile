@@ -21,8 +21,11 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(VENV)/.runtime-installed $@
 
+# Listens on 127.0.0.1 only. SHARE=1 opens it to the network; REPLICAS=N runs N servers behind HAProxy;
+# AUTH=FILE asks for a password from an htpasswd file at the proxy (docs/serving.md).
 run: $(VENV)/.runtime-installed
-	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS))
+	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS)) $(if $(SHARE),--share) \
+		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and

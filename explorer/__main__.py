@@ -9,7 +9,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # fewer TensorFlow C++ log lines on stderr (not those before absl starts)
 
 COMMANDS = {
-    "run": ("explorer.serve", "start the app (--ops FILE_OR_MODULE adds your own ops)"),
+    "run": ("explorer.serve.cli", "start the app (--ops FILE_OR_MODULE adds your own ops)"),
     "verify": ("explorer.checker.runner", "run the gradient checker on the built-in ops, or on your code: verify TARGET..."),
     "bench": ("explorer.bench.speed", "measure speed against the targets"),
 }

@@ -338,3 +338,38 @@ def test_the_idle_priority_wrapper_runs_its_program_under_sched_idle(monkeypatch
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == os.SCHED_IDLE
+
+
+def test_the_soaks_random_views_stay_in_each_parameters_range_and_cover_loaded_ops():
+    import random
+    from urllib.parse import parse_qs, urlsplit
+
+    import ops
+    from explorer.bench import soak
+
+    rng = random.Random(3)
+    keys = [*ops.names(), *soak.LOADED_OPS]
+    seen = set()
+    for _ in range(300):
+        query = parse_qs(urlsplit(soak._random_view(rng, keys)).query)
+        key = query["op"][0]
+        seen.add(key)
+        for name, (value,) in ((k[2:], v) for k, v in query.items() if k.startswith("p.")):
+            param = next(p for p in ops.get(key).params if p.name == name)
+            assert param.low <= float(value) <= param.high, (key, name, value)
+    assert set(soak.LOADED_OPS) <= seen and len(seen) > 20
+
+
+def test_soak_growth_is_the_slope_from_the_first_checkpoint_to_the_last():
+    from explorer.bench import soak
+
+    mib = 1024**2
+    points = [{"sessions": 130, "rss_bytes": 1000 * mib}, {"sessions": 230, "rss_bytes": 1003 * mib},
+              {"sessions": 330, "rss_bytes": 1008 * mib}]  # fmt: skip
+    assert soak.growth_per_100(points) == 4 * mib  # (1008 - 1000) MiB over 200 sessions
+    assert soak.growth_per_100(points[:1]) == 0.0
+    result = soak.SoakResult(sessions=330, warmup_sessions=130, checkpoints=[p | {"processes": 3} for p in points])
+    result.growth_per_100_bytes = soak.growth_per_100(points)
+    assert result.growth_ok and result.processes_ok
+    result.checkpoints[-1]["processes"] = 4  # a worker more at the end: growth in processes
+    assert not result.processes_ok

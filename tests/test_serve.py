@@ -41,3 +41,32 @@ def test_ops_targets_reach_the_app_as_one_environment_variable(monkeypatch):
     assert env[serve.OPS_ENV] == "my_ops.py,team.surrogates,more.py"
     _, env_without = serve.command([], [])
     assert serve.OPS_ENV not in env_without
+
+
+# -- private by default ----------------------------------------------------------------------------------
+def test_the_server_listens_on_loopback_unless_shared():
+    argv, _ = serve.command([], [])
+    assert _flags(argv)["server.address"] == "127.0.0.1"
+    shared, _ = serve.command([], [], share=True)
+    assert [arg for arg in shared if arg.startswith("--server.address")] == ["--server.address=0.0.0.0"]
+    named, _ = serve.command([], ["--server.address", "10.1.2.3"], share=True)  # a named address wins over --share
+    assert named[-2:] == ["--server.address", "10.1.2.3"] and not any("0.0.0.0" in arg for arg in named)
+
+
+def test_the_startup_line_says_who_can_reach_the_server():
+    assert "this machine only" in serve.reach_line("127.0.0.1", 8501)
+    assert "this machine only" in serve.reach_line("localhost", 8501)
+    shared = serve.reach_line("0.0.0.0", 8501)
+    assert "every network interface" in shared and "anyone who can reach this machine" in shared
+    assert "this machine only" not in serve.reach_line("192.168.1.5", 8501)
+
+
+def test_flag_value_reads_both_spellings_and_the_last_wins():
+    assert serve.flag_value(["--server.port", "9000", "--server.port=9001"], "server.port") == "9001"
+    assert serve.flag_value(["--server.port=9000"], "server.address") is None
+    assert serve.file_setting("server.port") == "8501"
+
+
+def test_run_options_parse_replicas_share_and_auth():
+    args, rest = serve.parse(["--replicas", "2", "--share", "--auth", "users.htpasswd", "--server.port=9000"])
+    assert (args.replicas, args.share, args.auth, rest) == (2, True, "users.htpasswd", ["--server.port=9000"])

@@ -406,3 +406,46 @@ def test_a_run_that_learns_its_parameters_draws_their_trajectory_and_states_the_
     assert "atan.threshold" in captions and "a bias before the op with the opposite sign" in captions
     assert "atan.alpha" in captions and "a gain" in captions
     assert "train.live.learned" in app.session_state  # the trajectory chart was drawn beside the loss
+
+
+def test_a_training_run_is_named_in_the_url_and_a_link_to_a_run_this_server_lacks_says_it_was_lost():
+    """Sessions live in one server process: after a replica died, the reconnected page (a new session from the
+    URL) names the lost run instead of silently showing an empty page; Start trains it again and clears it."""
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    assert "run" not in app.query_params  # nothing trained, nothing to name
+    app.number_input(key="train.epochs").set_value(3)
+    app.button[0].click().run()  # Start
+    run_id = app.session_state["train.run_id"]
+    assert len(run_id) == 8 and app.query_params["run"] == run_id
+    assert not any("not on this server" in w.value for w in app.warning)
+
+    query = dict(app.query_params)
+    elsewhere = AppTest.from_function(train_app, default_timeout=TIMEOUT)
+    elsewhere.query_params.update(query)  # the same link reaching another process: no such run there
+    elsewhere.run()
+    assert not elsewhere.exception
+    lost = [w.value for w in elsewhere.warning if "not on this server" in w.value]
+    assert len(lost) == 1 and run_id in lost[0] and "Start" in lost[0]
+    assert elsewhere.number_input(key="train.epochs").value == 3  # the view came back from the URL
+    assert "run" not in elsewhere.query_params  # this session holds no run yet
+    elsewhere.run()  # the notice stays until the user acts
+    assert any("not on this server" in w.value for w in elsewhere.warning)
+    elsewhere.button[0].click().run()  # Start: a new run, the notice goes
+    assert not any("not on this server" in w.value for w in elsewhere.warning)
+    assert elsewhere.query_params["run"] == elsewhere.session_state["train.run_id"] != run_id
+
+
+def test_a_rerun_whose_url_still_names_this_sessions_previous_run_is_not_a_lost_run():
+    """The browser's URL may lag a rerun behind (Start twice quickly): a run id this session made is its own."""
+    app = AppTest.from_function(train_app, default_timeout=TIMEOUT).run()
+    app.number_input(key="train.epochs").set_value(2)
+    app.button[0].click().run()
+    first = app.session_state["train.run_id"]
+    app = _finish(app)
+    app.button[0].click().run()  # Start again: a new run id
+    second = app.session_state["train.run_id"]
+    assert second != first
+    app.query_params["run"] = first  # the rerun carries the URL of before
+    app.run()
+    assert not any("not on this server" in w.value for w in app.warning)
+    assert app.query_params["run"] == second

@@ -1,6 +1,7 @@
 """Browser benchmark: several users training at once on one server, measured from real browsers.
 
     python -m explorer.bench.browser [--sessions 5] [--seconds 300] [--slider-moves 12] [--trainers-idle] [--json]
+    python -m explorer.bench.browser --soak | --load   (days of use; ten users on one or two replicas: explorer.bench.soak)
 
 Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
 one browser context per user, and has every user open the Explore page with a different op, go
@@ -44,7 +45,6 @@ import os
 import shlex
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -56,6 +56,7 @@ from explorer.bench.harness import (
     CHROMIUM_ARGS,
     ROOT,
     VIEWPORT,
+    MemorySampler,
     UserRun,
     async_playwright,
     chromium_available,
@@ -63,65 +64,19 @@ from explorer.bench.harness import (
     open_explore,
     serve_app,
     settle,
+    slider_ops,
     train_as_user,
+    tree_cpu_seconds,
 )
-from explorer.bench.speed import FLOOR_PAGE
+from explorer.bench.speed import FLOOR_BROWSER_PAGE
 
 MEMORY_TARGET_BYTES = 2 * 1024**3
 LATENCY_IDLE_TARGET_SECONDS = 0.2  # slider change to updated figure, nobody training (issue 15)
 LATENCY_TARGET_SECONDS = 0.4  # the same with the users training
-MEMORY_SAMPLE_SECONDS = 0.2
 TRAINING_START_TIMEOUT_S = 180.0
 TRAINING_POINTS = 4096
 PACE_SECONDS = 0.5  # between two slider moves
 MIN_TRAIN_SECONDS = 60.0
-
-
-# -- memory from /proc -------------------------------------------------------------------------------
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                todo.extend(int(child) for child in (task / "children").read_text().split())
-            except OSError:
-                continue
-    return found
-
-
-def _status_kib(pid: int, field_name: str) -> int:
-    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def tree_memory(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS, sum of VmHWM) in bytes over ``pid`` and its descendants."""
-    pids = process_tree(pid)
-    return (
-        sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
-        sum(_status_kib(p, "VmHWM") for p in pids) * 1024,
-    )
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds so far of ``pid`` and its live descendants (/proc/<pid>/stat)."""
-    ticks = 0
-    for p in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def idle_priority_chromium(directory: Path) -> Path:
@@ -133,30 +88,6 @@ def idle_priority_chromium(directory: Path) -> Path:
     wrapper.write_text(f'#!/bin/sh\nexec chrt --idle 0 {shlex.quote(CHROMIUM)} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
-
-
-class MemorySampler:
-    """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
-
-    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_SECONDS):
-        self.pid, self.interval = pid, interval
-        self.peak_rss = self.peak_hwm = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            rss, hwm = tree_memory(self.pid)
-            self.peak_rss, self.peak_hwm = max(self.peak_rss, rss), max(self.peak_hwm, hwm)
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 # -- the benchmark ---------------------------------------------------------------------------------------
@@ -192,8 +123,6 @@ class BenchResult:
         return self.latency_loaded_median_s < LATENCY_TARGET_SECONDS
 
 
-# The floor page with its figure keyed like the app's main figure, so the same probe times both.
-FLOOR_BROWSER_PAGE = FLOOR_PAGE.replace("st.plotly_chart(fig)", 'st.plotly_chart(fig, key="main_figure")')
 
 
 @dataclass
@@ -237,19 +166,6 @@ async def _slider_latencies(browser, url: str, floor_url: str, op: str, moves: i
             await context.close()
 
 
-def _slider_ops() -> list[str]:
-    """Ops whose first parameter is a float slider on the Explore page (the latency probes move it)."""
-    import ops
-
-    return [
-        spec.key
-        for spec in map(ops.get, ops.names())
-        if spec.params
-        and not spec.params[0].integer
-        and not (spec.params[0].low > 0 and spec.params[0].high / spec.params[0].low > 1e4)  # a number input
-    ]
-
-
 async def _bench(
     url: str, floor_url: str, op_keys: Sequence[str], seconds: float, moves: int, server_pid: int,
     trainers_idle: bool = False,
@@ -264,7 +180,7 @@ async def _bench(
                 trainers_browser = await playwright.chromium.launch(
                     executable_path=str(wrapper), args=list(CHROMIUM_ARGS)
                 )
-            idle_op, loaded_op = _slider_ops()[:2]
+            idle_op, loaded_op = slider_ops()[:2]
             idle = await _slider_latencies(browser, url, floor_url, idle_op, moves)
             from explorer.train.trainer import MAX_EPOCHS
 
@@ -394,7 +310,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: one Chromium for everyone)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    modes = parser.add_argument_group("soak and load modes (explorer.bench.soak)")
+    modes.add_argument("--soak", action="store_true", help="hundreds of short sessions, a slider moved a thousand times, "
+                       "training runs: the server tree's memory per 100 sessions and its live processes")
+    modes.add_argument("--soak-sessions", type=int, default=330, help="short sessions, warm-up included (default 330)")
+    modes.add_argument("--soak-moves", type=int, default=1000, help="slider moves of one session (default 1000)")
+    modes.add_argument("--soak-trainings", type=int, default=3, help="training runs at the end (default 3)")
+    modes.add_argument("--soak-minutes", type=float, default=180.0,
+                       help="at most this long; the sessions stop at 70%% of it (default 180)")
+    modes.add_argument("--load", action="store_true", help="10 users (5 training, 5 moving sliders) on 1, then 2 replicas")
+    modes.add_argument("--load-moves", type=int, default=15, help="slider moves per slider user in --load (default 15)")
     args = parser.parse_args(argv)
+    if args.soak or args.load:
+        if async_playwright is None or not chromium_available():
+            print(f"--soak / --load need Playwright and Chromium at {CHROMIUM}", file=sys.stderr)
+            return 2
+        from explorer.bench import soak
+
+        return soak.main(args)
     if args.seconds < MIN_TRAIN_SECONDS:
         raise ValueError(f"--seconds must be >= {MIN_TRAIN_SECONDS:g} (users start, then the loaded moves run), got {args.seconds:g}")
     if not 1 <= args.sessions <= 20:

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -149,7 +150,93 @@ def wait_healthy(url: str, process: subprocess.Popen, log_path: Path, timeout: f
     raise TimeoutError(f"{url}/_stcore/health did not answer 'ok' within {timeout:g} s; log: {log_path}")
 
 
+MEMORY_SAMPLE_SECONDS = 0.2
+
+
 # -- memory from /proc -------------------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc/<pid>/task/<tid>/children)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:
+                continue
+    return found
+
+
+def _status_kib(pid: int, field_name: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), 0 if the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS, sum of VmHWM) in bytes over ``pid`` and its descendants."""
+    pids = process_tree(pid)
+    return (
+        sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
+        sum(_status_kib(p, "VmHWM") for p in pids) * 1024,
+    )
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of ``pid`` and its live descendants (/proc/<pid>/stat)."""
+    ticks = 0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class MemorySampler:
+    """Samples :func:`tree_memory` in a thread; ``peak_rss`` is the largest sampled sum."""
+
+    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_SECONDS):
+        self.pid, self.interval = pid, interval
+        self.peak_rss = self.peak_hwm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss, hwm = tree_memory(self.pid)
+            self.peak_rss, self.peak_hwm = max(self.peak_rss, rss), max(self.peak_hwm, hwm)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def slider_ops() -> list[str]:
+    """Ops whose first parameter is a float slider on the Explore page (the latency probes move it)."""
+    import ops
+
+    return [
+        spec.key
+        for spec in map(ops.get, ops.names())
+        if spec.params
+        and not spec.params[0].integer
+        and not (spec.params[0].low > 0 and spec.params[0].high / spec.params[0].low > 1e4)  # a number input
+    ]
+
+
 
 # -- async page actions (the e2e tests have sync twins in tests/e2e/conftest.py) ---------------------------
 async def settle(page, timeout: float = 90.0) -> None:

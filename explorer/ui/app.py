@@ -4,9 +4,11 @@
 (``gradient-explorer run``), so the two are one app. Each page lives in its own module here.
 """
 
+import os
+
 import streamlit as st
 
-from explorer.serve import start_user_code_worker
+from explorer.serve import REPLICA_ENV, start_user_code_worker
 from explorer.ui import runtime
 
 start_user_code_worker()  # your ops' worker imports TensorFlow while this process does (no-op once started)
@@ -29,7 +31,22 @@ def main() -> None:
         st.Page(train.page, title="Train", icon=":material/model_training:", url_path="train"),
         st.Page(editor.page, title="Editor", icon=":material/edit:", url_path="editor"),
     ]
-    st.navigation(pages).run()
+    page = st.navigation(pages)
+    if os.environ.get(REPLICA_ENV):  # one of several servers behind the proxy (gradient-explorer run --replicas)
+        with st.sidebar:
+            st.fragment(run_every=REPLICA_TIMER_SECONDS)(_replica_caption)()
+    page.run()
+
+
+# Streamlit's browser code reruns the page after a WebSocket reconnect only if the page has a timed fragment
+# (or a run was under way); otherwise it assumes its session survived. Behind the proxy a reconnect may land on
+# another replica (its own died), in a new session: this timer makes the page run there, from its URL, at once.
+# Its own tick (a caption, once per REPLICA_TIMER_SECONDS) costs nothing.
+REPLICA_TIMER_SECONDS = 600
+
+
+def _replica_caption() -> None:
+    st.container(key="replica").caption(f"Served by replica {os.environ.get(REPLICA_ENV)}")
 
 
 if __name__ == "__main__":

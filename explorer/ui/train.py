@@ -69,6 +69,13 @@ URL_KEY = "train.url"  # the queries this page wrote since it last read one: any
 WRITTEN_URLS_KEPT = 32
 NOTICES_KEY = "train.url_notices"  # what the last URL read could not use
 RUNS_FROM_STATE_KEY = "train.runs_from_state"  # the next render keeps the runs a URL or preset just set
+# The training session's id, in the URL (?run=) while this browser session holds it. Sessions live in one server
+# process: a link or a reconnect that lands elsewhere (a replica that died, a restart) names a run this session
+# does not have, and the page says the run was lost (LOST_RUN_KEY) instead of silently showing nothing.
+RUN_URL_KEY = "run"
+RUN_ID_KEY = "train.run_id"
+OWN_RUN_IDS_KEY = "train.own_run_ids"  # every run id this session made (a rerun may carry an older one in its URL)
+LOST_RUN_KEY = "train.lost_run"
 DEFAULT_STATE = url_state.TrainState()
 TICK_SECONDS = 1.0
 TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server stays responsive
@@ -324,6 +331,10 @@ def _ensure_session(state: url_state.TrainState) -> train.Session | None:
         except ValueError as error:
             st.session_state[ERROR_KEY] = str(error)
             return None
+        st.session_state[RUN_ID_KEY] = uuid.uuid4().hex[:8]
+        own = st.session_state.get(OWN_RUN_IDS_KEY, [])
+        st.session_state[OWN_RUN_IDS_KEY] = [*own[-(WRITTEN_URLS_KEPT - 1) :], st.session_state[RUN_ID_KEY]]
+        st.session_state[LOST_RUN_KEY] = None
         st.session_state[CONFIG_KEY] = _session_key(state)
         st.session_state[ERROR_KEY] = None
     return st.session_state[SESSION_KEY]
@@ -370,6 +381,7 @@ def _on_reset() -> None:
         st.session_state.pop(f"train.live.{name}", None)
     st.session_state[CONFIG_KEY] = None
     st.session_state[ERROR_KEY] = None
+    st.session_state[RUN_ID_KEY] = st.session_state[LOST_RUN_KEY] = None
 
 
 # Which browser sessions are training right now (id -> time of their last tick). Only a count
@@ -684,10 +696,20 @@ def _write_url(state: url_state.TrainState | None) -> None:
         return
     st.session_state["train.state"] = state
     query = url_state.train_to_query(state) | url_state.preset_view_to_query(preset_views.view_state(), state.preset)
+    if st.session_state.get(SESSION_KEY) is not None and st.session_state.get(RUN_ID_KEY):
+        query[RUN_URL_KEY] = st.session_state[RUN_ID_KEY]
     if st.query_params.to_dict() != query:
         st.query_params.from_dict(query)
     written = [known for known in st.session_state.get(URL_KEY, []) if known != query]
     st.session_state[URL_KEY] = [*written[-(WRITTEN_URLS_KEPT - 1) :], query]
+
+
+def _note_lost_run() -> None:
+    """A URL naming a training run this session does not hold: remember it for the notice (until Start or Reset)."""
+    wanted = st.query_params.get(RUN_URL_KEY)
+    # a rerun carries the browser's URL, which may still show a run this session made before (a quick Start)
+    if wanted and wanted not in st.session_state.get(OWN_RUN_IDS_KEY, []):
+        st.session_state[LOST_RUN_KEY] = wanted[:16]
 
 
 def page() -> None:
@@ -697,8 +719,16 @@ def page() -> None:
         "so differences come from the gradient alone. The URL holds every control: a copied link trains the same."
     )
     _seed_controls()
+    _note_lost_run()
     _state_from_url()
     preset = _preset_selector()
+    if st.session_state.get(LOST_RUN_KEY):
+        st.warning(
+            f"Training run {literal(st.session_state[LOST_RUN_KEY])} is not on this server: the server process that "
+            "trained it stopped (or the link comes from another browser tab), so its results are lost. The controls "
+            "are the run's, from the link: **Start** trains it again (the same seed: the same initial weights and batches).",
+            icon="⚠️",
+        )
     preset_box = st.container()  # filled after the controls: they show while a preset computes
     user_op = _user_op()
     state, problems = _controls(user_op)

@@ -43,7 +43,7 @@ def test_streamlit_applies_the_project_settings():
         "import json; from streamlit import config;"
         "names = ['client.showErrorDetails', 'client.toolbarMode', 'browser.gatherUsageStats', 'server.headless',"
         " 'server.runOnSave', 'server.maxUploadSize', 'server.maxMessageSize', 'server.enableXsrfProtection',"
-        " 'server.enableCORS', 'runner.magicEnabled'];"
+        " 'server.enableCORS', 'runner.magicEnabled', 'server.address', 'server.disconnectedSessionTTL'];"
         "print(json.dumps({n: config.get_option(n) for n in names}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -52,6 +52,8 @@ def test_streamlit_applies_the_project_settings():
     assert effective["browser.gatherUsageStats"] is False
     assert effective["server.enableXsrfProtection"] is True and effective["server.enableCORS"] is True
     assert effective["server.headless"] is True and effective["server.runOnSave"] is False
+    assert effective["server.address"] == "127.0.0.1"  # private unless the operator opens it
+    assert effective["server.disconnectedSessionTTL"] == 600  # a short disconnect keeps the session (docs/serving.md)
     assert 0 < effective["server.maxUploadSize"] <= 10 and 0 < effective["server.maxMessageSize"] <= 100
 
 
@@ -73,4 +75,47 @@ def test_the_launcher_serves_with_the_project_settings_from_any_folder(tmp_path)
         assert _request(f"{url}/_stcore/upload_file/session/file", method="PUT", data=b"x")[0] == 403
     finally:
         process.terminate()  # the launcher exec'd Streamlit: this stops the server itself
+        assert process.wait(timeout=20) is not None
+
+
+# -- private by default: read from the server's own listening sockets, no traffic to any other address -----
+def _listening(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket ``pid`` listens on (psutil reads /proc/<pid>/net and fd)."""
+    import psutil
+
+    return {
+        (conn.laddr.ip, conn.laddr.port)
+        for conn in psutil.Process(pid).net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN
+    }
+
+
+def _launch(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    log_path = tmp_path / "launcher.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "explorer", "run", *args], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+    return process, log_path
+
+
+@pytest.mark.parametrize(
+    ("flags", "address", "says"),
+    [((), "127.0.0.1", "reachable from this machine only"), (("--share",), "0.0.0.0", "every network interface (0.0.0.0)")],
+    ids=["default", "share"],
+)
+def test_the_launcher_listens_on_loopback_unless_shared(tmp_path, flags, address, says):
+    """A fresh ``gradient-explorer run`` listens on 127.0.0.1 only; ``--share`` on every interface, and says so."""
+    from explorer.bench import harness
+
+    port = harness.free_port()
+    process, log_path = _launch(tmp_path, "--server.port", str(port), *flags)
+    try:
+        harness.wait_healthy(f"http://127.0.0.1:{port}", process, log_path, timeout=120)  # loopback only
+        assert _listening(process.pid) == {(address, port)}  # the launcher exec'd Streamlit: same pid
+        first_line = log_path.read_text().splitlines()[0]
+        assert says in first_line and str(port) in first_line
+    finally:
+        process.terminate()
         assert process.wait(timeout=20) is not None

@@ -1,0 +1,307 @@
+"""``gradient-explorer run --replicas N``: N app servers on local ports behind HAProxy on the public port.
+
+Streamlit keeps a session (its widgets, its training run, its download files) in the process that served
+its WebSocket, so every request of one browser must reach one replica. HAProxy, from the operating system's
+package (``apt-get install haproxy``), inserts a cookie naming the replica on a browser's first response
+(:data:`AFFINITY_COOKIE`): the page, its WebSocket, its downloads and its reconnects follow it, which a hash
+of the client address cannot do for a team behind one NAT. A replica whose ``/_stcore/health`` stops
+answering is taken out; a browser whose cookie names it is sent to another one, where the page comes back
+from its URL. Every response says which replica served it (:data:`REPLICA_HEADER`), and so does the page's
+sidebar (:data:`REPLICA_ENV`).
+
+What the operator keeps lives in the operator's config folder (:func:`config_dir`), never in the repository:
+the cookie secret all replicas share (made once, mode 0600), the generated ``haproxy-<port>.cfg`` and
+``run-<port>.json`` (every process id and port, and HAProxy's runtime API socket, for tools and tests).
+
+The replicas are not restarted when one dies: HAProxy sends its users to the others, and this command says so
+in its log. Stopping this command (Ctrl-C, SIGTERM) stops every process it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from explorer import serve
+
+REPLICA_ENV = serve.REPLICA_ENV
+REPLICA_HEADER = "X-Gradient-Explorer-Replica"  # set by HAProxy on every response: the server that answered
+AFFINITY_COOKIE = "GE_REPLICA"  # inserted by HAProxy: the replica of this browser
+COOKIE_SECRET_ENV = "STREAMLIT_SERVER_COOKIE_SECRET"  # Streamlit reads any option from STREAMLIT_<SECTION>_<OPTION>
+MAX_REPLICAS = 16
+# An idle WebSocket (a tab left open) is closed by HAProxy after this long; Streamlit pings it far more often,
+# so in practice only a dead client is closed. Above the longest training run (2,000 epochs of 8,192 points,
+# minutes here), so a quiet training page is never cut.
+TUNNEL_TIMEOUT_SECONDS = 3600
+HEALTH_CHECK_SECONDS = 1  # a dead replica is out after 2 failed checks, back after 2 good ones
+HAPROXY = os.environ.get("GRADIENT_EXPLORER_HAPROXY", "haproxy")
+START_TIMEOUT_SECONDS = 180.0
+# crypt(3) schemes HAProxy's userlist understands on glibc: bcrypt (htpasswd -B), SHA-512 and SHA-256 crypt
+# (mkpasswd -m sha-512, openssl passwd -6). Apache's own $apr1$ MD5 (htpasswd's default) is not one of them.
+CRYPT_PREFIXES = ("$2y$", "$2b$", "$2a$", "$6$", "$5$", "$y$")
+USER_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Replica:
+    name: str
+    port: int
+    pid: int = 0
+
+
+def config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/gradient-explorer`` (``~/.config/gradient-explorer``): the operator's, not the repo's."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gradient-explorer"
+
+
+def cookie_secret(directory: Path) -> str:
+    """The secret every replica signs its cookies with (XSRF token, ``st.login``): made on first use, then
+    read from ``directory/cookie_secret`` (mode 0600), so replicas and restarts agree."""
+    path = directory / "cookie_secret"
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()
+
+
+def read_htpasswd(path: Path) -> list[tuple[str, str]]:
+    """``(user, crypt hash)`` per line of an htpasswd file; ``ValueError`` naming the line for anything HAProxy
+    could not check (an unknown hash scheme, a name with spaces or quotes)."""
+    users = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, _, hashed = line.strip().partition(":")
+        if not USER_NAME.fullmatch(name):
+            raise ValueError(f"{path}:{number}: a user name of 1-64 letters, digits and ._@- expected, got {name!r}")
+        if not hashed.startswith(CRYPT_PREFIXES) or any(c.isspace() or c in "\"'" for c in hashed):
+            raise ValueError(
+                f"{path}:{number}: user {name}: the password hash must be bcrypt or SHA crypt "
+                f"(starting with one of {', '.join(CRYPT_PREFIXES)}); make it with `htpasswd -B` or `openssl passwd -6`"
+            )
+        users.append((name, hashed))
+    if not users:
+        raise ValueError(f"{path}: no users (one `name:hash` per line)")
+    return users
+
+
+def haproxy_config(
+    address: str, port: int, replicas: list[Replica], stats_socket: Path, users: list[tuple[str, str]] | None = None
+) -> str:
+    """HAProxy's configuration for ``replicas`` behind ``address:port``; ``users`` turns basic auth on."""
+    auth = ""
+    userlist = ""
+    if users:
+        userlist = "userlist operators\n" + "".join(f"    user {name} password {hashed}\n" for name, hashed in users)
+        # before any routing: the page, its assets and the WebSocket upgrade (/_stcore/stream) alike
+        auth = '    http-request auth realm "Gradient Explorer" unless { http_auth(operators) }\n'
+    servers = "".join(
+        f"    server {r.name} 127.0.0.1:{r.port} cookie {r.name} check inter {HEALTH_CHECK_SECONDS}s fall 2 rise 2\n"
+        for r in replicas
+    )
+    return f"""# Generated by gradient-explorer run --replicas {len(replicas)}; rewritten at every start.
+global
+    stats socket {stats_socket} mode 600 level admin
+    maxconn 2000
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel {TUNNEL_TIMEOUT_SECONDS}s
+    timeout http-request 30s
+    option redispatch
+    retries 2
+
+{userlist}
+frontend public
+    bind {address}:{port}
+{auth}    default_backend replicas
+
+backend replicas
+    balance roundrobin
+    cookie {AFFINITY_COOKIE} insert indirect nocache httponly attr SameSite=Lax
+    option httpchk GET /_stcore/health
+    http-check expect string ok
+    http-response set-header {REPLICA_HEADER} %s
+{servers}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+            return response.read().decode().strip() == "ok"
+    except OSError:
+        return False
+
+
+class ReplicaSet:
+    """The replicas and the proxy as child processes of this one; :meth:`stop` ends them all."""
+
+    def __init__(self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None):
+        if not 1 <= count <= MAX_REPLICAS:
+            raise ValueError(f"--replicas must be in [1, {MAX_REPLICAS}], got {count}")
+        self.users = read_htpasswd(auth) if auth else None
+        user_address = serve.flag_value(streamlit_args, "server.address")
+        self.address = user_address or (serve.SHARED_ADDRESS if share else serve.file_setting("server.address"))
+        self.port = int(serve.flag_value(streamlit_args, "server.port") or serve.file_setting("server.port"))
+        # the replicas listen on loopback ports of their own; only the proxy takes the public address and port
+        self.streamlit_args = [
+            arg for index, arg in enumerate(streamlit_args)
+            if not _flag_or_its_value(streamlit_args, index, ("server.address", "server.port"))
+        ]  # fmt: skip
+        self.ops, self.count = ops, count
+        self.directory = config_dir()
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.replicas: list[Replica] = []
+        self.proxy: subprocess.Popen | None = None
+        self._socket_dir: Path | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / f"haproxy-{self.port}.cfg"
+
+    @property
+    def status_path(self) -> Path:
+        return self.directory / f"run-{self.port}.json"
+
+    @property
+    def stats_socket(self) -> Path:
+        """HAProxy's runtime API, in a private temporary folder: a socket path has at most ~100 characters."""
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="gradient-explorer-"))  # mode 0700
+        return self._socket_dir / f"haproxy-{self.port}.sock"
+
+    def start(self) -> None:
+        if shutil.which(HAPROXY) is None:
+            raise RuntimeError(f"{HAPROXY} not found: install HAProxy (apt-get install -y haproxy) to run replicas")
+        secret = cookie_secret(self.directory)
+        for number in range(1, self.count + 1):
+            name, port = f"r{number}", _free_port()
+            argv, env = serve.command(self.ops, [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={port}"])
+            env |= {REPLICA_ENV: name, COOKIE_SECRET_ENV: secret}
+            self.processes[name] = subprocess.Popen(argv, env=env)
+            self.replicas.append(Replica(name, port, self.processes[name].pid))
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        for replica in self.replicas:
+            while not _healthy(replica.port):
+                if self.processes[replica.name].poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"replica {replica.name} did not start (see its lines above)")
+                time.sleep(0.2)
+        self.config_path.write_text(haproxy_config(self.address, self.port, self.replicas, self.stats_socket, self.users))
+        os.chmod(self.config_path, 0o600)  # it may hold password hashes
+        self.proxy = subprocess.Popen([HAPROXY, "-db", "-f", str(self.config_path)])
+        while not _port_open(self.port):
+            if self.proxy.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"HAProxy did not start with {self.config_path} (see its lines above)")
+            time.sleep(0.1)
+        status = {
+            "port": self.port, "address": self.address, "proxy_pid": self.proxy.pid, "config": str(self.config_path),
+            "stats_socket": str(self.stats_socket), "replicas": [asdict(r) for r in self.replicas],
+        }  # fmt: skip
+        self.status_path.write_text(json.dumps(status, indent=2))
+
+    def watch(self) -> int:
+        """Until the proxy ends or this process is told to stop: say when a replica dies (not restarted)."""
+        reported: set[str] = set()
+        while self.proxy is not None and self.proxy.poll() is None:
+            for name, process in self.processes.items():
+                if process.poll() is not None and name not in reported:
+                    reported.add(name)
+                    print(
+                        f"replica {name} ended (exit code {process.returncode}): HAProxy sends its users to the others; "
+                        "its sessions and training runs are lost. Restart this command to bring it back.",
+                        flush=True,
+                    )
+            time.sleep(0.5)
+        return self.proxy.returncode if self.proxy is not None else 1
+
+    def stop(self) -> None:
+        children = [*self.processes.values(), *([self.proxy] if self.proxy else [])]
+        for process in children:
+            if process.poll() is None:
+                process.terminate()
+        for process in children:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        self.status_path.unlink(missing_ok=True)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+def _flag_or_its_value(args: list[str], index: int, names: tuple[str, ...]) -> bool:
+    arg = args[index]
+    if any(arg == f"--{name}" or arg.startswith(f"--{name}=") for name in names):
+        return True
+    return index > 0 and args[index - 1] in {f"--{name}" for name in names}
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def startup_lines(replica_set: ReplicaSet) -> list[str]:
+    """What the command prints once everything answers: who can reach it, and what runs where."""
+    lines = [serve.reach_line(replica_set.address, replica_set.port)]
+    if replica_set.users:
+        lines.append(f"Basic auth at the proxy: {len(replica_set.users)} user(s) from the htpasswd file.")
+    elif not serve.is_loopback(replica_set.address):
+        lines.append("No password: anyone on the network can use it (add --auth HTPASSWD_FILE).")
+    replicas = ", ".join(f"{r.name} on 127.0.0.1:{r.port} (pid {r.pid})" for r in replica_set.replicas)
+    lines.append(f"HAProxy (pid {replica_set.proxy.pid}) -> {replicas}; config {replica_set.config_path}")
+    return lines
+
+
+def main(args: argparse.Namespace, streamlit_args: list[str]) -> int:
+    try:
+        replica_set = ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, Path(args.auth) if args.auth else None)
+    except (ValueError, OSError) as error:
+        print(f"gradient-explorer run: {error}", file=sys.stderr)
+        return 2
+
+    def stop_on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    try:
+        replica_set.start()
+        print("\n".join(startup_lines(replica_set)), flush=True)
+        return replica_set.watch()
+    except KeyboardInterrupt:
+        return 0
+    except RuntimeError as error:
+        print(f"gradient-explorer run: {error}", file=sys.stderr)
+        return 1
+    finally:
+        replica_set.stop()

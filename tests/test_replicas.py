@@ -1,0 +1,93 @@
+"""``gradient-explorer run --replicas``: the HAProxy configuration, the operator's secret and the htpasswd file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from explorer.serve import replicas
+
+BCRYPT = "$2y$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW"
+SHA512 = "$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
+
+
+def _config(users=None, address="127.0.0.1") -> str:
+    pool = [replicas.Replica("r1", 20001), replicas.Replica("r2", 20002), replicas.Replica("r3", 20003)]
+    return replicas.haproxy_config(address, 8501, pool, Path("/run/ge.sock"), users)
+
+
+def test_each_replica_is_a_health_checked_server_with_its_own_cookie_value():
+    config = _config()
+    servers = re.findall(r"^\s*server (\S+) (\S+) cookie (\S+) check inter 1s fall 2 rise 2$", config, re.M)
+    assert servers == [("r1", "127.0.0.1:20001", "r1"), ("r2", "127.0.0.1:20002", "r2"), ("r3", "127.0.0.1:20003", "r3")]
+    assert "cookie GE_REPLICA insert indirect nocache httponly" in config  # HAProxy inserts it: sticky without the app
+    assert "option httpchk GET /_stcore/health" in config and "http-check expect string ok" in config
+    assert "http-response set-header X-Gradient-Explorer-Replica %s" in config  # %s: the server that answered
+    assert "option redispatch" in config  # a cookie naming a dead replica goes to a live one
+    assert re.search(r"^\s*bind 127\.0\.0\.1:8501$", config, re.M)
+    tunnel = int(re.search(r"timeout tunnel (\d+)s", config).group(1))
+    assert tunnel == replicas.TUNNEL_TIMEOUT_SECONDS >= 3600  # an idle WebSocket outlives a long training run
+    assert "auth" not in config and "userlist" not in config  # no password unless asked
+
+
+def test_basic_auth_guards_every_request_before_routing():
+    config = _config(users=[("alice", SHA512), ("bob", BCRYPT)])
+    assert f"user alice password {SHA512}\n" in config and f"user bob password {BCRYPT}\n" in config
+    frontend = config.split("frontend public", 1)[1].split("backend", 1)[0]
+    assert 'http-request auth realm "Gradient Explorer" unless { http_auth(operators) }' in frontend
+
+
+@pytest.mark.skipif(shutil.which("haproxy") is None, reason="HAProxy is not installed (apt-get install -y haproxy)")
+def test_haproxy_accepts_the_generated_configuration(tmp_path):
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(_config(users=[("alice", SHA512)], address="0.0.0.0"))
+    done = subprocess.run(["haproxy", "-c", "-f", str(path)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Configuration file is valid" in done.stdout + done.stderr
+
+
+def test_the_cookie_secret_is_made_once_and_kept_private(tmp_path):
+    first = replicas.cookie_secret(tmp_path / "gradient-explorer")
+    again = replicas.cookie_secret(tmp_path / "gradient-explorer")
+    assert first == again and len(first) >= 40
+    mode = stat.S_IMODE((tmp_path / "gradient-explorer" / "cookie_secret").stat().st_mode)
+    assert mode == 0o600
+    assert replicas.cookie_secret(tmp_path / "other") != first  # random, not derived
+
+
+def test_the_config_folder_is_the_operators(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert replicas.config_dir() == tmp_path / "gradient-explorer"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert replicas.config_dir() == Path.home() / ".config" / "gradient-explorer"
+
+
+def test_htpasswd_lines_become_users_and_unusable_ones_are_named(tmp_path):
+    path = tmp_path / "users"
+    path.write_text(f"# team\nalice:{SHA512}\n\nbob:{BCRYPT}\n")
+    assert replicas.read_htpasswd(path) == [("alice", SHA512), ("bob", BCRYPT)]
+    path.write_text("carol:$apr1$abc$def\n")  # htpasswd's default MD5: crypt(3) cannot check it
+    with pytest.raises(ValueError, match=r"users:1: user carol: .*htpasswd -B"):
+        replicas.read_htpasswd(path)
+    path.write_text(f'eve" x:{SHA512}\n')  # would break out of HAProxy's config line
+    with pytest.raises(ValueError, match="user name"):
+        replicas.read_htpasswd(path)
+    path.write_text("\n# nobody\n")
+    with pytest.raises(ValueError, match="no users"):
+        replicas.read_htpasswd(path)
+
+
+def test_replica_count_outside_its_range_is_refused():
+    with pytest.raises(ValueError, match=r"--replicas must be in \[1, 16\], got 17"):
+        replicas.ReplicaSet(17, [], [], share=False, auth=None)
+
+
+def test_the_replicas_get_loopback_ports_and_the_proxy_the_public_one():
+    replica_set = replicas.ReplicaSet(2, [], ["--server.port", "9000", "--server.address=0.0.0.0", "--theme.base=dark"], False, None)
+    assert (replica_set.address, replica_set.port) == ("0.0.0.0", 9000)
+    assert replica_set.streamlit_args == ["--theme.base=dark"]
