@@ -84,7 +84,7 @@ def test_the_background_lane_warms_the_checker_and_serve_starts_the_interactive_
 
 
 def test_serve_names_no_private_function_of_loaded():
-    text = (ROOT / "explorer" / "serve.py").read_text(encoding="utf-8")
+    text = "".join(path.read_text(encoding="utf-8") for path in sorted((ROOT / "explorer" / "serve").glob("*.py")))
     assert "_worker_start" not in text and "import explorer.loaded.lanes" in text
 
 

@@ -25,6 +25,9 @@ FAILS_WITH = {
     # keras.ops.custom_gradient whose forward returns no backward (examples/backends_pitfalls.py): TensorFlow
     # refuses every call, so no input is found; the page names that (torch would give a NaN gradient instead)
     "forgotten_grad": "no input shapes found that forgotten_grad accepts",
+    # its backward returns mean(upstream), one number for a vector input: TensorFlow accepts it, the page does not
+    "mean_upstream": "mean_upstream's gradient has shape () for x of shape (7,)",
+    "float16_backward": "float16_backward's gradient has dtype float16 for x of dtype float32",  # cast to float16
 }
 
 
