@@ -246,3 +246,18 @@ def test_the_explore_panel_is_for_loaded_keras_ops_functions_only():
             assert backends_panel.keras_function("atan") is None  # a built-in
         finally:
             loaded.reset()
+
+
+def test_the_explore_panel_keeps_the_newest_32_comparisons_and_computes_an_evicted_one_again(monkeypatch):
+    """A team server sees many ranges: the panel's results stay bounded (least recently used forgotten)."""
+    from explorer.ui import backends_panel
+
+    calls = []
+    monkeypatch.setattr(backends_panel.across, "sweep_backends", lambda *args: calls.append(args) or len(calls))
+    monkeypatch.setattr(backends_panel, "_RESULTS", type(backends_panel._RESULTS)("test", limit=32))
+    for hi in range(1, 41):  # 40 ranges
+        backends_panel._future("mod.py", "f", -1.0, float(hi)).result(timeout=10)
+    assert len(backends_panel._RESULTS) == 32 and len(calls) == 40
+    backends_panel._future("mod.py", "f", -1.0, 40.0).result(timeout=10)  # kept: not computed again
+    assert len(calls) == 40
+    assert backends_panel._future("mod.py", "f", -1.0, 1.0).result(timeout=10) == 41  # forgotten: computed again

@@ -21,13 +21,16 @@ from explorer import loaded
 from explorer.checker import backend_run
 from explorer.checker import backends as across
 from explorer.explore.backend_figure import backends_figure
+from explorer.loaded.memory import Remembered
 from explorer.ui.widgets import literal, show_chart
 
 POLL_SECONDS = 2.0
 POINTS = 401
 MAX_LISTED = 12  # differing inputs listed beside the figure
 _LANE = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="backends-lane")
-_RESULTS: dict[tuple, concurrent.futures.Future] = {}
+# one comparison per (module, function, range): the newest 32 kept, so that a server's memory does not grow with
+# every range its users try (an evicted range is computed again if asked for)
+_RESULTS = Remembered("backend comparisons by function and range", limit=32)
 _LOCK = threading.Lock()
 
 
@@ -49,7 +52,8 @@ def _future(target: str, name: str, lo: float, hi: float) -> concurrent.futures.
     key = (target, name, float(lo), float(hi))
     with _LOCK:
         if key not in _RESULTS:
-            _RESULTS[key] = _LANE.submit(across.sweep_backends, target, name, across.BACKENDS, lo, hi, POINTS)
+            _RESULTS.remember(key, _LANE.submit(across.sweep_backends, target, name, across.BACKENDS, lo, hi, POINTS))
+        _RESULTS.touch(key)
         return _RESULTS[key]
 
 
