@@ -17,7 +17,7 @@ from typing import Any
 import ops
 from explorer import loaded
 from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N, SweepRange
-from explorer.state.query import MAX_QUERY_VALUE, finite_number, last_value, url_number
+from explorer.state.query import bounded_value, finite_number, url_number
 
 DEFAULT_OP = "ste_sign"
 DTYPES = ops.DTYPES
@@ -108,11 +108,7 @@ def from_query(query: Mapping[str, Any]) -> tuple[ExploreState, list[str]]:
     base = default_state()
 
     def text(key: str) -> str | None:
-        raw = last_value(query, key)
-        if raw is not None and len(raw) > MAX_QUERY_VALUE:
-            notices.append(f"URL value of '{key}' is too long ({len(raw)} characters); using the default.")
-            return None
-        return raw
+        return bounded_value(query, key, notices)
 
     op = text("op")
     state = base

@@ -17,6 +17,15 @@ def last_value(query: Mapping[str, Any], key: str) -> str | None:
     return None if value is None else str(value)
 
 
+def bounded_value(query: Mapping[str, Any], key: str, notices: list[str]) -> str | None:
+    """:func:`last_value`, or None with a notice in ``notices`` when it is longer than :data:`MAX_QUERY_VALUE`."""
+    raw = last_value(query, key)
+    if raw is not None and len(raw) > MAX_QUERY_VALUE:
+        notices.append(f"URL value of '{key}' is too long ({len(raw)} characters); using the default.")
+        return None
+    return raw
+
+
 def finite_number(text: str) -> float:
     value = float(text.strip())
     if not math.isfinite(value):

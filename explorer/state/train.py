@@ -9,7 +9,7 @@ from typing import Any
 
 import ops
 from explorer import loaded
-from explorer.state.query import MAX_QUERY_VALUE, finite_number, last_value, url_number
+from explorer.state.query import bounded_value, finite_number, last_value, url_number
 from explorer.train import setup as train_setup
 from explorer.train import ste_bias
 
@@ -125,11 +125,7 @@ def train_from_query(
     state = base or default
 
     def text(key: str) -> str | None:
-        raw = last_value(query, key)
-        if raw is not None and len(raw) > MAX_QUERY_VALUE:
-            notices.append(f"URL value of '{key}' is too long ({len(raw)} characters); using the default.")
-            return None
-        return raw
+        return bounded_value(query, key, notices)
 
     raw = text(PRESET_URL_KEY)
     if raw is not None:
