@@ -91,3 +91,41 @@ def test_the_replicas_get_loopback_ports_and_the_proxy_the_public_one():
     replica_set = replicas.ReplicaSet(2, [], ["--server.port", "9000", "--server.address=0.0.0.0", "--theme.base=dark"], False, None)
     assert (replica_set.address, replica_set.port) == ("0.0.0.0", 9000)
     assert replica_set.streamlit_args == ["--theme.base=dark"]
+
+
+class _Started:
+    """A child process as ``subprocess.Popen`` returns it, that never ran: what ``start`` and ``stop`` call."""
+
+    count = 0
+
+    def __init__(self, argv, env=None):
+        _Started.count += 1
+        self.argv, self.env, self.pid, self.returncode = argv, env, 40000 + _Started.count, None
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        self.returncode = -15
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_every_replica_marks_its_trainers_in_one_private_folder_that_stop_removes(monkeypatch, tmp_path):
+    from explorer.train.time_share import TRAINERS_DIR_ENV
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setattr(replicas.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(replicas.subprocess, "Popen", _Started)
+    monkeypatch.setattr(replicas, "_healthy", lambda port: True)
+    monkeypatch.setattr(replicas, "_port_open", lambda port: True)
+    replica_set = replicas.ReplicaSet(3, [], ["--server.port=9000"], share=False, auth=None)
+    replica_set.start()
+    folders = {replica_set.processes[r.name].env[TRAINERS_DIR_ENV] for r in replica_set.replicas}
+    assert folders == {str(replica_set.trainers_dir)}  # one folder for the machine, not one per replica
+    assert stat.S_IMODE(replica_set.runtime_dir.stat().st_mode) == 0o700
+    assert replica_set.trainers_dir.parent == replica_set.runtime_dir
+    replica_set.stop()
+    assert not replica_set.runtime_dir.exists()
+    assert all(process.returncode == -15 for process in replica_set.processes.values())

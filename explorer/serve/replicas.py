@@ -13,6 +13,10 @@ What the operator keeps lives in the operator's config folder (:func:`config_dir
 the cookie secret all replicas share (made once, mode 0600), the generated ``haproxy-<port>.cfg`` and
 ``run-<port>.json`` (every process id and port, and HAProxy's runtime API socket, for tools and tests).
 
+The replicas share the machine's cores, so they share its training time too: each marks its trainers in one
+private folder (:attr:`ReplicaSet.trainers_dir`), and a Train-page tick trains for its share of everyone training
+on the machine (:mod:`explorer.train.time_share`), as a single server would.
+
 The replicas are not restarted when one dies: HAProxy sends its users to the others, and this command says so
 in its log. Stopping this command (Ctrl-C, SIGTERM) stops every process it started.
 """
@@ -35,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from explorer import serve
+from explorer.train.time_share import TRAINERS_DIR_ENV
 
 REPLICA_ENV = serve.REPLICA_ENV
 REPLICA_HEADER = "X-Gradient-Explorer-Replica"  # set by HAProxy on every response: the server that answered
@@ -181,7 +186,7 @@ class ReplicaSet:
         self.processes: dict[str, subprocess.Popen] = {}
         self.replicas: list[Replica] = []
         self.proxy: subprocess.Popen | None = None
-        self._socket_dir: Path | None = None
+        self._runtime_dir: Path | None = None
 
     @property
     def config_path(self) -> Path:
@@ -192,11 +197,24 @@ class ReplicaSet:
         return self.directory / f"run-{self.port}.json"
 
     @property
+    def runtime_dir(self) -> Path:
+        """A private temporary folder (mode 0700) for this run: HAProxy's socket, the machine's trainers."""
+        if self._runtime_dir is None:
+            self._runtime_dir = Path(tempfile.mkdtemp(prefix="gradient-explorer-"))
+        return self._runtime_dir
+
+    @property
     def stats_socket(self) -> Path:
-        """HAProxy's runtime API, in a private temporary folder: a socket path has at most ~100 characters."""
-        if self._socket_dir is None:
-            self._socket_dir = Path(tempfile.mkdtemp(prefix="gradient-explorer-"))  # mode 0700
-        return self._socket_dir / f"haproxy-{self.port}.sock"
+        """HAProxy's runtime API (a socket path has at most ~100 characters: hence a short temporary folder)."""
+        return self.runtime_dir / f"haproxy-{self.port}.sock"
+
+    @property
+    def trainers_dir(self) -> Path:
+        """Every replica marks its trainers here, so that the machine's training time is shared by all of them
+        (:mod:`explorer.train.time_share`): N replicas train no more per second than one."""
+        folder = self.runtime_dir / "trainers"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        return folder
 
     def start(self) -> None:
         if shutil.which(HAPROXY) is None:
@@ -205,7 +223,7 @@ class ReplicaSet:
         for number in range(1, self.count + 1):
             name, port = f"r{number}", _free_port()
             argv, env = serve.command(self.ops, [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={port}"])
-            env |= {REPLICA_ENV: name, COOKIE_SECRET_ENV: secret}
+            env |= {REPLICA_ENV: name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
             self.processes[name] = subprocess.Popen(argv, env=env)
             self.replicas.append(Replica(name, port, self.processes[name].pid))
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -254,8 +272,8 @@ class ReplicaSet:
                 process.kill()
                 process.wait(timeout=10)
         self.status_path.unlink(missing_ok=True)
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
+        if self._runtime_dir is not None:
+            shutil.rmtree(self._runtime_dir, ignore_errors=True)
 
 
 def _flag_or_its_value(args: list[str], index: int, names: tuple[str, ...]) -> bool:

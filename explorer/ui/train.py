@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -43,7 +42,7 @@ import streamlit as st
 import ops
 from explorer import loaded
 from explorer import state as url_state
-from explorer.train import presets, tasks
+from explorer.train import presets, tasks, time_share
 from explorer.train import setup as train_setup
 from explorer.train import trainer as train
 from explorer.train.figures import (
@@ -78,7 +77,6 @@ OWN_RUN_IDS_KEY = "train.own_run_ids"  # every run id this session made (a rerun
 LOST_RUN_KEY = "train.lost_run"
 DEFAULT_STATE = url_state.TrainState()
 TICK_SECONDS = 1.0
-TRAIN_SECONDS_PER_TICK = 0.5  # shared by everyone training at once: the server stays responsive
 # Unset: a tick trains for its time budget alone. The browser tests cap it, so that a live training spans a
 # known number of ticks (and live chart updates) however fast the machine is.
 EPOCHS_PER_TICK_ENV = "GRADIENT_EXPLORER_TRAIN_EPOCHS_PER_TICK"
@@ -384,29 +382,23 @@ def _on_reset() -> None:
     st.session_state[RUN_ID_KEY] = st.session_state[LOST_RUN_KEY] = None
 
 
-# Which browser sessions are training right now (id -> time of their last tick). Only a count
-# for sharing the CPU; the training state itself lives in each user's session_state.
-_TRAINERS: dict[str, float] = {}
-_TRAINERS_LOCK = threading.Lock()
+# Who trains now, in this server or, under `run --replicas`, on this machine: only a count for sharing the
+# CPU; the training state itself lives in each user's session_state.
+_TRAINERS = time_share.from_environment()
+
+
+def _trainer_id() -> str:
+    return st.session_state.setdefault("train.id", uuid.uuid4().hex)
 
 
 def _training_budget() -> float:
-    """Seconds this tick may train: TRAIN_SECONDS_PER_TICK split between everyone training now,
-    so five people training on two cores still get answers to their slider moves."""
-    me = st.session_state.setdefault("train.id", uuid.uuid4().hex)
-    now = time.monotonic()
-    with _TRAINERS_LOCK:
-        _TRAINERS[me] = now
-        for trainer, last in list(_TRAINERS.items()):
-            if now - last > 4 * TICK_SECONDS:
-                del _TRAINERS[trainer]
-        count = len(_TRAINERS)
-    return TRAIN_SECONDS_PER_TICK / count
+    """Seconds this tick may train: :data:`time_share.TRAIN_SECONDS_PER_TICK` split between everyone training
+    now, so five people training on two cores still get answers to their slider moves."""
+    return _TRAINERS.seconds_for(_trainer_id())
 
 
 def _leave_trainers() -> None:
-    with _TRAINERS_LOCK:
-        _TRAINERS.pop(st.session_state.get("train.id", ""), None)
+    _TRAINERS.leave(_trainer_id())
 
 
 def epochs_per_tick() -> int | None:
