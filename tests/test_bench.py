@@ -373,3 +373,12 @@ def test_soak_growth_is_the_slope_from_the_first_checkpoint_to_the_last():
     assert result.growth_ok and result.processes_ok
     result.checkpoints[-1]["processes"] = 4  # a worker more at the end: growth in processes
     assert not result.processes_ok
+
+
+def test_load_legs_interleave_both_replica_counts_and_only_those():
+    from explorer.bench import soak
+
+    assert soak.LOAD_LEGS == (1, 2, 2, 1)  # ABBA: a linear drift of the machine's load weighs on both alike
+    for legs in ((1, 1), (1, 2, 3)):
+        with pytest.raises(ValueError, match=r"must run every replica count of \(1, 2\) and no other"):
+            soak.run_load((1, 2), moves=1, legs=legs)

@@ -112,16 +112,27 @@ class _Started:
         return self.returncode
 
 
-def test_every_replica_marks_its_trainers_in_one_private_folder_that_stop_removes(monkeypatch, tmp_path):
-    from explorer.train.time_share import TRAINERS_DIR_ENV
-
+@pytest.fixture
+def started(monkeypatch, tmp_path):
+    """A started ReplicaSet whose processes are :class:`_Started` (nothing runs); its own config folder."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setattr(replicas.shutil, "which", lambda name: f"/usr/sbin/{name}")
     monkeypatch.setattr(replicas.subprocess, "Popen", _Started)
     monkeypatch.setattr(replicas, "_healthy", lambda port: True)
     monkeypatch.setattr(replicas, "_port_open", lambda port: True)
-    replica_set = replicas.ReplicaSet(3, [], ["--server.port=9000"], share=False, auth=None)
-    replica_set.start()
+
+    def start(count: int) -> replicas.ReplicaSet:
+        replica_set = replicas.ReplicaSet(count, [], ["--server.port=9000"], share=False, auth=None)
+        replica_set.start()
+        return replica_set
+
+    return start
+
+
+def test_every_replica_marks_its_trainers_in_one_private_folder_that_stop_removes(started):
+    from explorer.train.time_share import TRAINERS_DIR_ENV
+
+    replica_set = started(3)
     folders = {replica_set.processes[r.name].env[TRAINERS_DIR_ENV] for r in replica_set.replicas}
     assert folders == {str(replica_set.trainers_dir)}  # one folder for the machine, not one per replica
     assert stat.S_IMODE(replica_set.runtime_dir.stat().st_mode) == 0o700
@@ -129,3 +140,49 @@ def test_every_replica_marks_its_trainers_in_one_private_folder_that_stop_remove
     replica_set.stop()
     assert not replica_set.runtime_dir.exists()
     assert all(process.returncode == -15 for process in replica_set.processes.values())
+
+
+def test_a_replica_that_dies_is_restarted_on_its_port_later_and_later_while_it_keeps_dying_young(started, capsys):
+    import json
+
+    replica_set = started(2)
+    r1, r2 = replica_set.replicas
+    now = replica_set._lifelines["r1"].started
+    delays = []
+    for _ in range(len(replicas.RESTART_DELAYS_SECONDS)):
+        replica_set.processes["r1"].returncode = -9  # SIGKILL, a few seconds after each start
+        now += 3
+        replica_set.supervise(now)
+        assert "replica r1 ended (exit code -9)" in capsys.readouterr().out
+        pid = replica_set.replicas[0].pid
+        delay = replica_set._lifelines["r1"].restart_at - now
+        replica_set.supervise(now + delay - 0.01)  # not before its delay
+        assert replica_set.replicas[0].pid == pid
+        now += delay
+        replica_set.supervise(now)
+        restarted = replica_set.replicas[0]
+        assert restarted.pid != pid and restarted.port == r1.port and restarted.name == "r1"
+        assert f"replica r1 restarted (pid {restarted.pid}, 127.0.0.1:{r1.port})" in capsys.readouterr().out
+        status = json.loads(replica_set.status_path.read_text())  # tools and tests read the new pid there
+        assert [r["pid"] for r in status["replicas"]] == [restarted.pid, r2.pid]
+        delays.append(delay)
+    assert delays == list(replicas.RESTART_DELAYS_SECONDS) == [1, 5, 30, 60, 300]
+    replica_set.processes["r1"].returncode = 1  # a sixth death soon after starting: a crash loop, given up
+    replica_set.supervise(now + 3)
+    assert "not restarted again" in capsys.readouterr().out
+    replica_set.supervise(now + 1000)
+    assert replica_set.replicas[0].pid == restarted.pid and replica_set.replicas[1] == r2  # r2 never touched
+
+
+def test_a_replica_that_lived_long_starts_again_from_the_first_delay(started, capsys):
+    replica_set = started(1)
+    now = replica_set._lifelines["r1"].started
+    for _ in range(2):  # two young deaths: the next delay would be the third
+        replica_set.processes["r1"].returncode = -9
+        replica_set.supervise(now := now + 1)
+        replica_set.supervise(now := replica_set._lifelines["r1"].restart_at)
+    replica_set.processes["r1"].returncode = -9
+    now += replicas.HEALTHY_AFTER_SECONDS
+    replica_set.supervise(now)
+    assert replica_set._lifelines["r1"].restart_at - now == replicas.RESTART_DELAYS_SECONDS[0]
+    assert "Restarting it in 1 s." in capsys.readouterr().out

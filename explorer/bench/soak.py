@@ -14,11 +14,13 @@ sessions after a warm-up of :data:`WARMUP_SESSIONS`: more than the 128 disconnec
 what grows after it is a leak, not a session kept on purpose. Target: at most :data:`GROWTH_TARGET_BYTES` per
 100 sessions and the same number of processes at every checkpoint.
 
-**Load.** ``gradient-explorer run --replicas N`` (HAProxy in front, N = 1 then 2, the same proxy both times):
+**Load.** ``gradient-explorer run --replicas N`` (HAProxy in front, the same proxy for every N), in legs
+interleaved 1, 2, 2, 1 (:data:`LOAD_LEGS`), each count's moves pooled over its legs:
 five users training (mini-batches, until the moves are done) and five users each moving a slider of their own
 op, while one more context moves the floor page's slider (``explorer.bench.speed.FLOOR_PAGE``, its own server)
 as often: slider-to-figure medians of the app's users and of the floor page in the same run, and the peak of
-the whole tree's memory (proxy, replicas, workers). Two replicas must not be slower than one.
+the whole tree's memory (proxy, replicas, workers). Two replicas must not be slower than one: on one machine
+they share its training time (:mod:`explorer.train.time_share`), so the second adds no training, only a process.
 
 Loopback only; every loop is bounded in count and in time.
 """
@@ -74,6 +76,7 @@ LOAD_TRAINERS = 5
 LOAD_SLIDER_USERS = 5
 LOAD_PACE_SECONDS = 0.5
 LOAD_START_TIMEOUT_SECONDS = 240.0
+LOAD_LEGS = (1, 2, 2, 1)  # interleaved: a drift of the machine's load over the run weighs on both counts
 LOAD_TRAIN_SECONDS = 1800.0  # the trainers' bound (a hang only): the stop event ends them once the moves are done
 
 
@@ -259,6 +262,7 @@ class LoadResult:
     trainers: int
     slider_users: int
     exceptions: int
+    legs: int = 1
 
 
 async def _open_slider_page(browser, url: str, op: str):
@@ -315,32 +319,46 @@ async def _load(url: str, floor_url: str, moves: int) -> tuple[list[float], list
     return app_times, results[0], sum(user.exceptions for user in trained)
 
 
-def run_load(replica_counts: tuple[int, ...], moves: int) -> list[LoadResult]:
+def run_load(replica_counts: tuple[int, ...], moves: int, legs: tuple[int, ...] = LOAD_LEGS) -> list[LoadResult]:
+    """Each leg starts ``--replicas count`` afresh; legs run interleaved (1, 2, 2, 1 by default), so that the
+    machine's drift over the run weighs on both counts alike, and each count's moves are pooled over its legs."""
+    if set(legs) != set(replica_counts):
+        raise ValueError(f"legs {legs} must run every replica count of {replica_counts} and no other")
     artifacts = ROOT / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     floor_script = artifacts / "bench_load_floor_page.py"
     floor_script.write_text(FLOOR_BROWSER_PAGE)
-    results = []
+    pooled = {count: {"app": [], "floor": [], "peak": 0, "exceptions": 0, "legs": 0} for count in replica_counts}
     with serve_app(log_path=artifacts / "bench_load_floor.log", script=floor_script) as floor:
-        for count in replica_counts:
+        for number, count in enumerate(legs, start=1):
             with (
-                replica_server(count, artifacts / f"bench_load_{count}_replicas.log") as (url, pid),
+                replica_server(count, artifacts / f"bench_load_leg{number}_{count}_replicas.log") as (url, pid),
                 MemorySampler(pid) as sampler,
             ):
                 app_times, floor_times, exceptions = asyncio.run(_load(url, floor.url, moves))
-            results.append(LoadResult(
-                count, statistics.median(app_times), statistics.median(floor_times), len(app_times), sampler.peak_rss,
-                LOAD_TRAINERS, LOAD_SLIDER_USERS, exceptions,
-            ))  # fmt: skip
-            print(load_table(results[-1:]), file=sys.stderr, flush=True)  # each leg as it ends
-    return results
+            leg = pooled[count]
+            leg["app"] += app_times
+            leg["floor"] += floor_times
+            leg["peak"] = max(leg["peak"], sampler.peak_rss)
+            leg["exceptions"] += exceptions
+            leg["legs"] += 1
+            print(f"leg {number}/{len(legs)}: {count} replica(s), slider median {statistics.median(app_times) * 1000:.0f} ms, "
+                  f"floor {statistics.median(floor_times) * 1000:.0f} ms, peak {sampler.peak_rss / 1024**3:.2f} GiB",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    return [
+        LoadResult(
+            count, statistics.median(leg["app"]), statistics.median(leg["floor"]), len(leg["app"]), leg["peak"],
+            LOAD_TRAINERS, LOAD_SLIDER_USERS, leg["exceptions"], leg["legs"],
+        )
+        for count, leg in pooled.items()
+    ]  # fmt: skip
 
 
 def load_table(results: list[LoadResult]) -> str:
-    lines = [f"{'replicas':<10} {'slider->figure median':>22} {'floor page median':>18} {'moves':>6} {'peak tree RSS':>14} {'exceptions':>11}"]
+    lines = [f"{'replicas':<10} {'legs':>5} {'slider->figure median':>22} {'floor page median':>18} {'moves':>6} {'peak tree RSS':>14} {'exceptions':>11}"]
     for r in results:
         lines.append(
-            f"{r.replicas:<10} {r.slider_median_s * 1000:>19.0f} ms {r.floor_median_s * 1000:>15.0f} ms {r.slider_samples:>6} "
+            f"{r.replicas:<10} {r.legs:>5} {r.slider_median_s * 1000:>19.0f} ms {r.floor_median_s * 1000:>15.0f} ms {r.slider_samples:>6} "
             f"{r.peak_rss_bytes / 1024**3:>10.2f} GiB {r.exceptions:>11}"
         )
     return "\n".join(lines)

@@ -17,8 +17,11 @@ The replicas share the machine's cores, so they share its training time too: eac
 private folder (:attr:`ReplicaSet.trainers_dir`), and a Train-page tick trains for its share of everyone training
 on the machine (:mod:`explorer.train.time_share`), as a single server would.
 
-The replicas are not restarted when one dies: HAProxy sends its users to the others, and this command says so
-in its log. Stopping this command (Ctrl-C, SIGTERM) stops every process it started.
+A replica that dies is restarted on its port (:meth:`ReplicaSet.supervise`): HAProxy sends its users to the
+others meanwhile, and new sessions to it again once its health checks pass; one that keeps dying soon after it
+starts (a crash loop: a module that fails to load, memory that runs out) is restarted after longer and longer
+delays, then no more. The command says all of it in its log. Stopping this command (Ctrl-C, SIGTERM) stops every
+process it started.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from explorer import serve
@@ -53,6 +56,8 @@ TUNNEL_TIMEOUT_SECONDS = 3600
 HEALTH_CHECK_SECONDS = 1  # a dead replica is out after 2 failed checks, back after 2 good ones
 HAPROXY = os.environ.get("GRADIENT_EXPLORER_HAPROXY", "haproxy")
 START_TIMEOUT_SECONDS = 180.0
+RESTART_DELAYS_SECONDS = (1.0, 5.0, 30.0, 60.0, 300.0)  # before each restart of a replica dying young; then none
+HEALTHY_AFTER_SECONDS = 300.0  # a replica that lived this long starts again from the first delay when it dies
 # crypt(3) schemes HAProxy's userlist understands on glibc: bcrypt (htpasswd -B), SHA-512 and SHA-256 crypt
 # (mkpasswd -m sha-512, openssl passwd -6). Apache's own $apr1$ MD5 (htpasswd's default) is not one of them.
 CRYPT_PREFIXES = ("$2y$", "$2b$", "$2a$", "$6$", "$5$", "$y$")
@@ -64,6 +69,16 @@ class Replica:
     name: str
     port: int
     pid: int = 0
+
+
+@dataclass
+class _Lifeline:
+    """When a replica's process started, how often it died young in a row, and its pending restart."""
+
+    started: float
+    failures: int = 0
+    restart_at: float | None = None
+    given_up: bool = False
 
 
 def config_dir() -> Path:
@@ -187,6 +202,7 @@ class ReplicaSet:
         self.replicas: list[Replica] = []
         self.proxy: subprocess.Popen | None = None
         self._runtime_dir: Path | None = None
+        self._lifelines: dict[str, _Lifeline] = {}
 
     @property
     def config_path(self) -> Path:
@@ -219,13 +235,8 @@ class ReplicaSet:
     def start(self) -> None:
         if shutil.which(HAPROXY) is None:
             raise RuntimeError(f"{HAPROXY} not found: install HAProxy (apt-get install -y haproxy) to run replicas")
-        secret = cookie_secret(self.directory)
         for number in range(1, self.count + 1):
-            name, port = f"r{number}", _free_port()
-            argv, env = serve.command(self.ops, [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={port}"])
-            env |= {REPLICA_ENV: name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
-            self.processes[name] = subprocess.Popen(argv, env=env)
-            self.replicas.append(Replica(name, port, self.processes[name].pid))
+            self.replicas.append(self._launch(Replica(f"r{number}", _free_port())))
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         for replica in self.replicas:
             while not _healthy(replica.port):
@@ -239,26 +250,60 @@ class ReplicaSet:
             if self.proxy.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"HAProxy did not start with {self.config_path} (see its lines above)")
             time.sleep(0.1)
+        self._write_status()
+
+    def _launch(self, replica: Replica, now: float | None = None) -> Replica:
+        """Start (or restart) one app server on its loopback port; the replica with its new process id."""
+        flags = [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={replica.port}"]
+        argv, env = serve.command(self.ops, flags)
+        secret = cookie_secret(self.directory)
+        env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
+        self.processes[replica.name] = subprocess.Popen(argv, env=env)
+        life = self._lifelines.setdefault(replica.name, _Lifeline(0.0))
+        life.started, life.restart_at = time.monotonic() if now is None else now, None
+        return replace(replica, pid=self.processes[replica.name].pid)
+
+    def _write_status(self) -> None:
         status = {
             "port": self.port, "address": self.address, "proxy_pid": self.proxy.pid, "config": str(self.config_path),
             "stats_socket": str(self.stats_socket), "replicas": [asdict(r) for r in self.replicas],
         }  # fmt: skip
         self.status_path.write_text(json.dumps(status, indent=2))
 
-    def watch(self) -> int:
-        """Until the proxy ends or this process is told to stop: say when a replica dies (not restarted)."""
-        reported: set[str] = set()
+    def watch(self, poll_seconds: float = 0.5) -> int:
+        """Until the proxy ends or this process is told to stop: restart a replica that died, after a delay that
+        grows while it keeps dying young (:data:`RESTART_DELAYS_SECONDS`), and say so in the log. HAProxy sends
+        its users to the others meanwhile, and back to it once its health checks pass."""
         while self.proxy is not None and self.proxy.poll() is None:
-            for name, process in self.processes.items():
-                if process.poll() is not None and name not in reported:
-                    reported.add(name)
-                    print(
-                        f"replica {name} ended (exit code {process.returncode}): HAProxy sends its users to the others; "
-                        "its sessions and training runs are lost. Restart this command to bring it back.",
-                        flush=True,
-                    )
-            time.sleep(0.5)
+            self.supervise()
+            time.sleep(poll_seconds)
         return self.proxy.returncode if self.proxy is not None else 1
+
+    def supervise(self, now: float | None = None) -> None:
+        """One look at every replica: schedule the restart of one that ended, start one whose delay is over."""
+        now = time.monotonic() if now is None else now
+        for index, replica in enumerate(self.replicas):
+            process, life = self.processes[replica.name], self._lifelines[replica.name]
+            if life.given_up or process.poll() is None:
+                continue
+            if life.restart_at is None:
+                if now - life.started >= HEALTHY_AFTER_SECONDS:
+                    life.failures = 0  # it had lived long enough: this death is not part of a crash loop
+                lost = f"replica {replica.name} ended (exit code {process.returncode}): HAProxy sends its users to the others; its sessions and training runs are lost."
+                if life.failures >= len(RESTART_DELAYS_SECONDS):
+                    life.given_up = True
+                    print(f"{lost} It died {life.failures} times within {HEALTHY_AFTER_SECONDS:g} s of starting: not restarted "
+                          "again (see its lines above); restart this command to bring it back.", flush=True)  # fmt: skip
+                    continue
+                delay = RESTART_DELAYS_SECONDS[life.failures]
+                life.failures += 1
+                life.restart_at = now + delay
+                print(f"{lost} Restarting it in {delay:g} s.", flush=True)
+            elif now >= life.restart_at:
+                self.replicas[index] = self._launch(replica, now)
+                self._write_status()
+                pid = self.replicas[index].pid
+                print(f"replica {replica.name} restarted (pid {pid}, 127.0.0.1:{replica.port})", flush=True)
 
     def stop(self) -> None:
         children = [*self.processes.values(), *([self.proxy] if self.proxy else [])]

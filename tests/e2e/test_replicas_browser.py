@@ -3,7 +3,7 @@
 Six browser contexts spread over both replicas (the proxy's response header and the page's sidebar say which);
 each one's CSV download and a WebSocket reconnect forced at the proxy stay on its replica; killing one replica
 (SIGKILL), its contexts come back on the other with the same view from the URL, a training run there is named as
-lost, and the other contexts never notice. With basic auth, a request without credentials gets 401, the WebSocket
+lost, and the other contexts never notice; the command restarts it and HAProxy takes it back. With basic auth, a request without credentials gets 401, the WebSocket
 upgrade included. Loopback only; every wait is bounded and waits for an event, not for a clock.
 """
 
@@ -68,7 +68,19 @@ class ReplicaRun:
         self.status = json.loads(self.status_path.read_text())
 
     def pid(self, name: str) -> int:
-        return next(r["pid"] for r in self.status["replicas"] if r["name"] == name)
+        """The replica's process id now (a restarted replica has a new one in the status file)."""
+        status = json.loads(self.status_path.read_text())
+        return next(r["pid"] for r in status["replicas"] if r["name"] == name)
+
+    def proxy_state(self, name: str) -> str:
+        """HAProxy's view of one replica: UP, DOWN, ... (``show stat``'s status column)."""
+        header, *rows = self.proxy_command("show stat").strip().splitlines()
+        columns = header.lstrip("# ").split(",")
+        for row in rows:
+            values = dict(zip(columns, row.split(","), strict=False))
+            if values.get("pxname") == "replicas" and values.get("svname") == name:
+                return values["status"]
+        raise LookupError(f"HAProxy has no server {name!r} in its 'replicas' backend")
 
     def proxy_command(self, command: str) -> str:
         """One command to HAProxy's runtime API (the operator's socket)."""
@@ -184,7 +196,8 @@ def test_killing_a_replica_moves_its_contexts_to_the_other_with_the_same_view(tw
     trainer.page.get_by_test_id("stMain").get_by_role("button", name="Stop", exact=True).wait_for(timeout=60_000)
     views = {visitor.op: (visitor.page.url, visitor.app.figure(), len(visitor.sockets)) for visitor in visitors}
 
-    os.kill(two_replicas.pid(doomed), signal.SIGKILL)
+    doomed_pid, survivor_pid = two_replicas.pid(doomed), two_replicas.pid(survivor)
+    os.kill(doomed_pid, signal.SIGKILL)
 
     for visitor in visitors:
         if visitor.replica != doomed:
@@ -213,6 +226,12 @@ def test_killing_a_replica_moves_its_contexts_to_the_other_with_the_same_view(tw
         visitor.app.wait_figure_change(before)
         assert not visitor.app.exceptions()
     assert f"replica {doomed} ended" in two_replicas.log_path.read_text()  # the command says what happened
+    # ... and restarts it on its port, a new process that HAProxy's health checks take back into the pool
+    deadline = time.monotonic() + START_SECONDS
+    while not (f"replica {doomed} restarted" in two_replicas.log_path.read_text() and two_replicas.proxy_state(doomed) == "UP"):
+        assert time.monotonic() < deadline, f"{doomed} was not back {START_SECONDS} s after its death; log {two_replicas.log_path}"
+        time.sleep(1)
+    assert two_replicas.pid(doomed) != doomed_pid and two_replicas.pid(survivor) == survivor_pid  # only the dead one
 
 
 def _status(url: str, headers: dict[str, str] | None = None) -> int:
