@@ -360,13 +360,20 @@ def test_the_soaks_random_views_stay_in_each_parameters_range_and_cover_loaded_o
     assert set(soak.LOADED_OPS) <= seen and len(seen) > 20
 
 
-def test_soak_growth_is_the_slope_from_the_first_checkpoint_to_the_last():
+def test_soak_growth_is_the_least_squares_slope_through_every_reading_after_warm_up():
+    import numpy as np
+
     from explorer.bench import soak
 
     mib = 1024**2
     points = [{"sessions": 130, "rss_bytes": 1000 * mib}, {"sessions": 230, "rss_bytes": 1003 * mib},
               {"sessions": 330, "rss_bytes": 1008 * mib}]  # fmt: skip
-    assert soak.growth_per_100(points) == 4 * mib  # (1008 - 1000) MiB over 200 sessions
+    # by hand: mean x 230, sum dx*dy = (-100)(-11/3 MiB) + (100)(13/3 MiB) = 800 MiB, sum dx^2 = 20,000: 4 MiB per 100
+    assert soak.growth_per_100(points) == pytest.approx(4 * mib)
+    noisy = [{"sessions": 130 + 10 * i, "rss_bytes": (1000 + 0.02 * 10 * i + (3 if i == 20 else 0)) * mib} for i in range(21)]
+    # a last reading 3 MiB high moves a first-to-last slope to 3.5 MiB/100; the fit through all 21 barely moves
+    fitted = np.polyfit([p["sessions"] for p in noisy], [p["rss_bytes"] for p in noisy], 1)[0] * 100
+    assert soak.growth_per_100(noisy) == pytest.approx(fitted) and soak.growth_per_100(noisy) < 2.5 * mib
     assert soak.growth_per_100(points[:1]) == 0.0
     result = soak.SoakResult(sessions=330, warmup_sessions=130, checkpoints=[p | {"processes": 3} for p in points])
     result.growth_per_100_bytes = soak.growth_per_100(points)

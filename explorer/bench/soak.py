@@ -8,11 +8,11 @@
 sessions, one after another in two browser contexts at a time, each opening Explore on a random op (built-in or
 loaded) at a random parameter value, waiting for the figure and closing; then one session moving a slider a
 thousand times (right, left, right, ...: the figure changes every time); then training runs. The server tree's
-resident memory (VmRSS summed over the server and its children) and its live processes are read every 100
+resident memory (VmRSS summed over the server and its children) and its live processes are read every 10
 sessions after a warm-up of :data:`WARMUP_SESSIONS`: more than the 128 disconnected sessions Streamlit keeps
 (``server.disconnectedSessionTTL``, its session store's size), so the store is full when measuring starts and
 what grows after it is a leak, not a session kept on purpose. Target: at most :data:`GROWTH_TARGET_BYTES` per
-100 sessions and the same number of processes at every checkpoint.
+100 sessions (the least-squares slope through the readings) and the same number of processes at every checkpoint.
 
 **Load.** ``gradient-explorer run --replicas N`` (HAProxy in front, the same proxy for every N), in legs
 interleaved 1, 2, 2, 1 (:data:`LOAD_LEGS`), each count's moves pooled over its legs:
@@ -65,6 +65,7 @@ from explorer.bench.speed import FLOOR_BROWSER_PAGE
 LOADED_MODULES = ("examples/spike.py", "examples/square.py")
 LOADED_OPS = ("fast_sigmoid_spike", "square_with_scaled_grad")  # their functions: op keys on the Explore page
 WARMUP_SESSIONS = 130  # > 128, the disconnected sessions Streamlit keeps (MemorySessionStorage's maxsize)
+READING_SESSIONS = 10  # the tree's memory is read every 10 sessions; the table shows every 100th
 CHECKPOINT_SESSIONS = 100
 GROWTH_TARGET_BYTES = 5 * 1024**2  # per 100 sessions, after warm-up
 PARALLEL_SESSIONS = 2
@@ -85,7 +86,7 @@ LOAD_TRAIN_SECONDS = 1800.0  # the trainers' bound (a hang only): the stop event
 class SoakResult:
     sessions: int
     warmup_sessions: int
-    checkpoints: list[dict] = field(default_factory=list)  # {"sessions", "rss_bytes", "processes"} after warm-up
+    checkpoints: list[dict] = field(default_factory=list)  # {"sessions", "rss_bytes", "processes"}: every 10 after warm-up
     growth_per_100_bytes: float = 0.0
     slider_moves: int = 0
     slider_median_s: float = 0.0
@@ -149,10 +150,10 @@ async def _soak(url: str, pid: int, sessions: int, moves: int, trainings: int, s
                 batch = min(PARALLEL_SESSIONS, sessions - done)
                 await asyncio.gather(*(_short_session(browser, url, _random_view(rng, keys)) for _ in range(batch)))
                 done += batch
-                if done >= WARMUP_SESSIONS and (done - WARMUP_SESSIONS) % CHECKPOINT_SESSIONS < batch:
-                    result.checkpoints.append(_reading(pid, done))
-                if done % 10 < batch:  # progress on stderr: a long soak says where it is
+                if done % READING_SESSIONS < batch:  # a reading; progress on stderr: a long soak says where it is
                     reading = _reading(pid, done)
+                    if done >= WARMUP_SESSIONS:
+                        result.checkpoints.append(reading)
                     print(f"soak: {done} sessions, {time.monotonic() - began:.0f} s, tree RSS {reading['rss_bytes'] / 1024**2:.0f} MiB, "
                           f"{reading['processes']} processes", file=sys.stderr, flush=True)  # fmt: skip
             result.sessions = done
@@ -183,11 +184,16 @@ async def _soak(url: str, pid: int, sessions: int, moves: int, trainings: int, s
 
 
 def growth_per_100(checkpoints: list[dict]) -> float:
-    """Bytes of tree RSS per 100 sessions from the first checkpoint to the last (0 with fewer than two)."""
+    """Bytes of tree RSS per 100 sessions: the least-squares slope through every reading after warm-up (0 with
+    fewer than two). A slope through all of them, not the first and last alone: one reading's noise (a page of the
+    allocator returned or not) does not decide the verdict."""
     if len(checkpoints) < 2:
         return 0.0
-    first, last = checkpoints[0], checkpoints[-1]
-    return (last["rss_bytes"] - first["rss_bytes"]) / (last["sessions"] - first["sessions"]) * 100
+    sessions = [point["sessions"] for point in checkpoints]
+    if len(set(sessions)) < 2:
+        return 0.0
+    slope, _ = statistics.linear_regression(sessions, [point["rss_bytes"] for point in checkpoints])
+    return slope * 100
 
 
 def run_soak(sessions: int, moves: int, trainings: int, minutes: float = 180.0, seed: int = 0) -> SoakResult:
@@ -207,6 +213,8 @@ def soak_table(result: SoakResult) -> str:
     mib = 1024**2
     lines = [f"{'sessions (after warm-up)':<40} {'server tree RSS':>16} {'live processes':>15}"]
     for point in result.checkpoints:
+        if (point["sessions"] - result.warmup_sessions) % CHECKPOINT_SESSIONS >= READING_SESSIONS and point is not result.checkpoints[-1]:
+            continue
         lines.append(f"{point['sessions']:<40} {point['rss_bytes'] / mib:>13.0f} MiB {point['processes']:>15}")
     for name, point in ((f"after {result.slider_moves} slider moves", result.after_slider),
                         (f"after {result.trainings} training runs", result.after_training)):  # fmt: skip
