@@ -93,6 +93,7 @@ class SoakResult:
     after_slider: dict = field(default_factory=dict)
     trainings: int = 0
     after_training: dict = field(default_factory=dict)
+    training_readings: list[dict] = field(default_factory=list)  # after each training run, "trainings" counted
     seconds: float = 0.0
 
     @property
@@ -176,6 +177,7 @@ async def _soak(url: str, pid: int, sessions: int, moves: int, trainings: int, s
                 op = keys[number % len(ops.names())]
                 await train_as_user(browser, url, op, TRAINING_EPOCHS, TRAINING_SECONDS, shots / f"training_{number}.png")
                 result.trainings += 1
+                result.training_readings.append(_reading(pid, done) | {"trainings": result.trainings})
             result.after_training = _reading(pid, done)
         finally:
             await browser.close()
@@ -194,6 +196,15 @@ def growth_per_100(checkpoints: list[dict]) -> float:
         return 0.0
     slope, _ = statistics.linear_regression(sessions, [point["rss_bytes"] for point in checkpoints])
     return slope * 100
+
+
+def growth_per_training(readings: list[dict]) -> float:
+    """Bytes of tree RSS per training run: the least-squares slope through the readings after each run (0 with
+    fewer than two)."""
+    if len(readings) < 2:
+        return 0.0
+    slope, _ = statistics.linear_regression([r["trainings"] for r in readings], [r["rss_bytes"] for r in readings])
+    return slope
 
 
 def run_soak(sessions: int, moves: int, trainings: int, minutes: float = 180.0, seed: int = 0) -> SoakResult:
@@ -220,6 +231,10 @@ def soak_table(result: SoakResult) -> str:
                         (f"after {result.trainings} training runs", result.after_training)):  # fmt: skip
         if point:
             lines.append(f"{name:<40} {point['rss_bytes'] / mib:>13.0f} MiB {point['processes']:>15}")
+    for point in result.training_readings:
+        lines.append(f"{'after training run ' + str(point['trainings']):<40} {point['rss_bytes'] / mib:>13.0f} MiB {point['processes']:>15}")
+    if len(result.training_readings) > 1:
+        lines.append(f"growth per training run: {growth_per_training(result.training_readings) / mib:.1f} MiB")
     growth = "ok" if result.growth_ok else f"OVER {GROWTH_TARGET_BYTES / mib:.0f} MiB"
     lines.append(f"growth per 100 sessions: {result.growth_per_100_bytes / mib:.1f} MiB ({growth}); "
                  f"processes {'steady' if result.processes_ok else 'CHANGED'}; "

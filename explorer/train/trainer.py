@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ from explorer.train.setup import (  # noqa: F401 - the trainer's public names: e
     check_int,
     is_users,
 )
+from ops import traced_gradients
 
 # Kernel initialiser seeds: layer l (0 = output) of seed s gets s * SEED_STRIDE + l, as when the limit
 # was 3 hidden layers, so every network of depth <= 3 keeps its initial weights. Deeper layers (l > 3)
@@ -429,6 +431,10 @@ class Session:
         self.xla_from_epoch = math.ceil(XLA_AFTER_STEPS / steps_per_epoch)
         self._states = [self._build_or_explain(run) for run in self.runs]
         self._states[0].build_seconds += template_seconds  # built once; booked to the first run
+        # Each trace of a custom gradient into these models' training and prediction graphs leaves a gradient
+        # function in TensorFlow's registry that keeps the graph alive (ops.traced_gradients); give them back
+        # when this session is garbage, so a server training session after session does not grow.
+        weakref.finalize(self, traced_gradients.release, [v for state in self._states for v in state.net.variables])
         parameters = self._states[0].net.count_params()
         first = min(int(FIRST_CHUNK_WORK // (self.dataset.n * parameters)), FIRST_CHUNK_STEPS // steps_per_epoch)
         self._chunk = self.epochs_per_chunk if not self._adaptive_chunks else max(1, min(self.epochs_per_chunk, first))
