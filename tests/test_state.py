@@ -282,3 +282,16 @@ def test_a_bad_preset_view_value_is_a_notice_naming_the_allowed_values(key, raw,
     view, notices = url_state.preset_view_from_query({key: [raw]}, preset)
     assert view == url_state.PresetView()
     assert len(notices) == 1 and notices[0].startswith(f"'{key}' = '{raw}' must be ") and words in notices[0]
+
+
+def test_a_url_number_in_range_is_finite_inside_its_bounds_and_whole_where_asked():
+    from explorer.state.query import number_in_range
+
+    assert number_in_range(" 2.5 ", -3, 3) == 2.5
+    assert number_in_range("-3", -3, 3) == -3.0 and number_in_range("3", -3, 3) == 3.0  # both bounds allowed
+    whole = number_in_range("300", 1, 2000, integer=True)
+    assert whole == 300 and isinstance(whole, int)
+    assert number_in_range("3e2", 1, 2000, integer=True) == 300
+    for text, integer in (("3.0001", False), ("-3.5", False), ("2.5", True), ("nan", False), ("inf", False), ("x", False)):
+        with pytest.raises(ValueError):
+            number_in_range(text, -3, 3, integer=integer)

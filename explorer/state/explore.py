@@ -17,7 +17,7 @@ from typing import Any
 import ops
 from explorer import loaded
 from explorer.explore.sweeps import MAX_ABS_X, MAX_N, MIN_N, SweepRange
-from explorer.state.query import bounded_value, finite_number, url_number
+from explorer.state.query import bounded_value, finite_number, number_in_range, url_number
 
 DEFAULT_OP = "ste_sign"
 DTYPES = ops.DTYPES
@@ -148,12 +148,7 @@ def from_query(query: Mapping[str, Any]) -> tuple[ExploreState, list[str]]:
         if raw is None:
             return default
         try:
-            value = finite_number(raw)
-            if integer and value != round(value):
-                raise ValueError("not whole")
-            if not low <= value <= high:
-                raise ValueError("out of range")
-            return int(value) if integer else value
+            return number_in_range(raw, low, high, integer)
         except ValueError:
             notices.append(f"'{key}' = '{raw}' must be a {'whole ' if integer else ''}number in [{low:g}, {high:g}]; using {default:g}.")
             return default

@@ -33,6 +33,17 @@ def finite_number(text: str) -> float:
     return value
 
 
+def number_in_range(text: str, low: float, high: float, integer: bool = False) -> float:
+    """``text`` as a finite number in [low, high], an ``int`` when ``integer`` (then it must be whole);
+    ValueError otherwise (the caller's notice names the key and the range)."""
+    value = finite_number(text)
+    if integer and value != round(value):
+        raise ValueError("not whole")
+    if not low <= value <= high:
+        raise ValueError("out of range")
+    return int(value) if integer else value
+
+
 def url_number(value: float) -> str:
     """The shortest text that parses back to exactly ``value`` (``repr(float)``), so a copied URL
     reproduces the view; a whole number drops its ``.0`` (``-1``, not ``-1.0``) and an exponent its

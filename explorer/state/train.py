@@ -9,7 +9,7 @@ from typing import Any
 
 import ops
 from explorer import loaded
-from explorer.state.query import bounded_value, finite_number, last_value, url_number
+from explorer.state.query import bounded_value, finite_number, last_value, number_in_range, url_number
 from explorer.train import setup as train_setup
 from explorer.train import ste_bias
 
@@ -144,12 +144,7 @@ def train_from_query(
             return
         fallback = getattr(default, field_name)
         try:
-            value = finite_number(raw)
-            if integer and value != round(value):
-                raise ValueError("not whole")
-            if not low <= value <= high:
-                raise ValueError("out of range")
-            changes[field_name] = int(value) if integer else value
+            changes[field_name] = number_in_range(raw, low, high, integer)
         except ValueError:
             shown = (lambda v: str(int(v))) if integer else (lambda v: f"{v:g}")  # noqa: E731 - one format each
             notices.append(
