@@ -434,7 +434,8 @@ class Session:
         # Each trace of a custom gradient into these models' training and prediction graphs leaves a gradient
         # function in TensorFlow's registry that keeps the graph alive (ops.traced_gradients); give them back
         # when this session is garbage, so a server training session after session does not grow.
-        weakref.finalize(self, traced_gradients.release, [v for state in self._states for v in state.net.variables])
+        release = weakref.finalize(self, traced_gradients.release, [v for state in self._states for v in state.net.variables])
+        release.atexit = False  # at exit the process gives everything back; TensorFlow may already be half torn down
         parameters = self._states[0].net.count_params()
         first = min(int(FIRST_CHUNK_WORK // (self.dataset.n * parameters)), FIRST_CHUNK_STEPS // steps_per_epoch)
         self._chunk = self.epochs_per_chunk if not self._adaptive_chunks else max(1, min(self.epochs_per_chunk, first))
