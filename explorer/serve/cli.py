@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     args, streamlit_args = serve.parse(sys.argv[1:] if argv is None else argv)
     if args.replicas or args.auth:
         return replicas.main(args, streamlit_args)
-    server_argv, env = serve.command(args.ops, streamlit_args, share=args.share)
+    server_argv, env = serve.command(args.ops, streamlit_args, share=args.share, runs=args.runs)
     address = serve.flag_value(server_argv, "server.address") or serve.file_setting("server.address")
     print(serve.reach_line(address, serve.flag_value(server_argv, "server.port") or serve.file_setting("server.port")))
     sys.stdout.flush()

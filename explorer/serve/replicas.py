@@ -184,7 +184,10 @@ def _healthy(port: int) -> bool:
 class ReplicaSet:
     """The replicas and the proxy as child processes of this one; :meth:`stop` ends them all."""
 
-    def __init__(self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None):
+    def __init__(
+        self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None,
+        runs: str | Path = serve.DEFAULT_RUNS,
+    ):  # fmt: skip
         if not 1 <= count <= MAX_REPLICAS:
             raise ValueError(f"--replicas must be in [1, {MAX_REPLICAS}], got {count}")
         self.users = read_htpasswd(auth) if auth else None
@@ -197,6 +200,7 @@ class ReplicaSet:
             if not _flag_or_its_value(streamlit_args, index, ("server.address", "server.port"))
         ]  # fmt: skip
         self.ops, self.count = ops, count
+        self.runs = Path(runs).expanduser().absolute()  # one folder for every replica: a run shows on each
         self.directory = config_dir()
         self.processes: dict[str, subprocess.Popen] = {}
         self.replicas: list[Replica] = []
@@ -255,7 +259,7 @@ class ReplicaSet:
     def _launch(self, replica: Replica, now: float | None = None) -> Replica:
         """Start (or restart) one app server on its loopback port; the replica with its new process id."""
         flags = [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={replica.port}"]
-        argv, env = serve.command(self.ops, flags)
+        argv, env = serve.command(self.ops, flags, runs=self.runs)
         secret = cookie_secret(self.directory)
         env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
         self.processes[replica.name] = subprocess.Popen(argv, env=env)
@@ -346,9 +350,17 @@ def startup_lines(replica_set: ReplicaSet) -> list[str]:
     return lines
 
 
+def replica_set_of(args: argparse.Namespace, streamlit_args: list[str]) -> ReplicaSet:
+    """The replica set ``gradient-explorer run`` asks for (its parsed options); ValueError/OSError for bad ones."""
+    return ReplicaSet(
+        args.replicas or 1, args.ops, streamlit_args, args.share, Path(args.auth) if args.auth else None,
+        runs=args.runs,
+    )  # fmt: skip
+
+
 def main(args: argparse.Namespace, streamlit_args: list[str]) -> int:
     try:
-        replica_set = ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, Path(args.auth) if args.auth else None)
+        replica_set = replica_set_of(args, streamlit_args)
     except (ValueError, OSError) as error:
         print(f"gradient-explorer run: {error}", file=sys.stderr)
         return 2
