@@ -13,15 +13,14 @@ the page checks those and says so.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import ops
 from explorer.state.query import bounded_value, finite_number, number_in_range, url_number
+from explorer.watch.run_folder import RunNameError, check_name
 
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # docs: the run folder contract (run-format)
 MAX_STEP = 2**53  # the largest whole number a float64 (and a JavaScript slider) holds exactly
 MAX_COMPARED = 5  # runs compared with the shown one
 WHAT_IF_PREFIX = "wi."
@@ -29,9 +28,13 @@ RUNS_URL_KEYS = ("run", "layer", "step", "cmp", "wi")
 
 
 def is_run_name(text: str) -> bool:
-    """True when ``text`` has the form of a run's folder name: ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` and no ``..``
-    (so never a path, absolute or relative, and never the folder's parent)."""
-    return bool(RUN_NAME.fullmatch(text)) and ".." not in text
+    """True when ``text`` has the form of a run's folder name (:func:`explorer.watch.run_folder.check_name`: 1 to 128
+    letters, digits, ``.``, ``_``, ``-``, no ``..``), so never a path, absolute or relative, nor the folder's parent."""
+    try:
+        check_name(text)
+    except RunNameError:
+        return False
+    return True
 
 
 def _shown_name(text: str) -> str:
@@ -56,7 +59,10 @@ def runs_from_query(query: Mapping[str, Any]) -> tuple[RunsState, list[str]]:
     def text(key: str) -> str | None:
         return bounded_value(query, key, notices)
 
-    run = text("run") or ""
+    raw_run = text("run")
+    run = raw_run or ""
+    if raw_run == "":
+        notices.append("'run' is empty in the URL; showing the list of runs.")
     if run and not is_run_name(run):
         notices.append(
             f"'{_shown_name(run)}' is not the name of a run in the runs folder (a run's name is one folder name: letters, "

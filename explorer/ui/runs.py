@@ -64,6 +64,8 @@ def _listing_stamp(root: Path) -> tuple:
     except OSError:
         return ((), 0)
     for entry in entries:
+        if entry.is_symlink():  # never listed (run_folder.list_runs), so never looked through
+            continue
         try:
             stamps.append((entry.name, *(_mtime(entry / name) for name in (run_folder.INFO_FILE, run_folder.HEARTBEAT_FILE))))
         except OSError:
