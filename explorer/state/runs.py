@@ -74,7 +74,7 @@ def runs_from_query(query: Mapping[str, Any]) -> tuple[RunsState, list[str]]:
     raw = text("step")
     if raw is not None:
         try:
-            step = int(number_in_range(raw, 0, MAX_STEP, integer=True))
+            step = _whole_number(raw, MAX_STEP)
         except ValueError:
             notices.append(f"'step' = '{_shown_name(raw)}' must be a whole number in [0, 2^53]; showing the newest step.")
     compare: list[str] = []
@@ -129,6 +129,18 @@ def _what_if_from_query(query: Mapping[str, Any], text, notices: list[str]) -> t
         notices.append(f"{error}; using the defaults of '{op}'.")
         params = {}
     return op, params
+
+
+def _whole_number(text: str, largest: int) -> int:
+    """``text`` as a whole number in [0, largest]: digits compared exactly (``2^53 + 1`` is not rounded into range),
+    anything else as a finite whole float (``1e3``); ValueError otherwise."""
+    digits = text.strip()
+    if digits.isascii() and digits.isdigit():
+        value = int(digits)
+        if value > largest:
+            raise ValueError("out of range")
+        return value
+    return int(number_in_range(text, 0, largest, integer=True))
 
 
 def runs_to_query(state: RunsState) -> dict[str, str]:
