@@ -49,6 +49,9 @@ def make_runs(base: Path) -> dict[str, Path]:
     info = json.loads((sentinel / "info.json").read_text())
     (sentinel / "info.json").write_text(json.dumps({**info, "model": SENTINEL_MODEL}))
     (root / "evil").symlink_to(sentinel, target_is_directory=True)
+    linked = synthetic.write_run(root, "linked-info", 3, 2)  # a run whose info.json is a link to the sentinel's
+    (linked / "info.json").unlink()
+    (linked / "info.json").symlink_to(sentinel / "info.json")
     return {"root": root, "outside": outside, "sentinel": sentinel}
 
 

@@ -84,6 +84,7 @@ CASES = [
     ("html", {"run": "<script>alert(1)</script>"}, "is not the name of a run"),
     ("fullwidth-dots", {"run": "．．"}, "is not the name of a run"),
     ("link-out-of-folder", {"run": "evil"}, "leads out of the runs folder"),
+    ("info-json-linked-out", {"run": "linked-info"}, "is a link"),
     ("no-such-run", {"run": "nope"}, "There is no run 'nope'"),
     ("empty-run", {"run": ""}, "'run' is empty"),
     ("too-long-run", {"run": "a" * 300}, "too long"),
