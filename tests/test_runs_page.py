@@ -250,3 +250,15 @@ def test_a_run_deleted_while_shown_gives_a_notice_and_the_list(tmp_path):
     assert any("no run 'doomed'" in w.value for w in app.warning)
     assert app.dataframe[0].value["run"].tolist() == ["kept"]
     assert "run" not in app.query_params
+
+
+def test_over_steps_figures_read_a_bounded_spread_of_steps():
+    from explorer.ui.runs import MAX_SERIES_STEPS, nearest_step, spread_steps
+
+    steps = list(range(10, 100_001, 10))
+    spread = spread_steps(steps, MAX_SERIES_STEPS)
+    assert len(spread) == MAX_SERIES_STEPS and spread[0] == 10 and spread[-1] == 100_000
+    assert set(spread) <= set(steps) and spread == sorted(spread)
+    assert spread_steps([3, 5], MAX_SERIES_STEPS) == [3, 5]
+    assert nearest_step(steps, 14) == 10 and nearest_step(steps, 15) == 10 and nearest_step(steps, 16) == 20
+    assert nearest_step(steps, 10**9) == 100_000

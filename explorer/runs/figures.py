@@ -189,11 +189,15 @@ def gradient_depth_spec(at_step: pd.DataFrame, over_steps: pd.DataFrame, *, step
         "text": ordered["layer"].astype(str).tolist() if len(ordered) else [], "line": {"color": "#0072B2", "width": 2},
         "hovertemplate": "%{text} (depth %{x}): %{y:.4g}<extra></extra>", "xaxis": "x", "yaxis": "y",
     }]  # fmt: skip
-    layers = over_steps.drop_duplicates("layer").sort_values("depth")["layer"].tolist() if len(over_steps) else []
-    for index, name in enumerate(layers):
-        rows = over_steps[over_steps["layer"] == name]
-        colour = RUN_COLOURS[index % len(RUN_COLOURS)]
-        data.append(_line(rows["step"], rows["grad_norm"], name, colour, "2", group=f"layer-{name}"))
+    if len(over_steps):
+        ordered_rows = over_steps.sort_values(["depth", "step"], kind="stable")
+        layer_names = ordered_rows["layer"].to_numpy()
+        steps, norms = ordered_rows["step"].to_numpy(dtype=np.float64), ordered_rows["grad_norm"].to_numpy(dtype=np.float64)
+        starts = np.flatnonzero(np.r_[True, layer_names[1:] != layer_names[:-1]])
+        for index, (a, b) in enumerate(zip(starts, np.r_[starts[1:], len(layer_names)], strict=True)):
+            name = str(layer_names[a])
+            colour = RUN_COLOURS[index % len(RUN_COLOURS)]
+            data.append(_line(steps[a:b], norms[a:b], name, colour, "2", group=f"layer-{name}"))
     layout["xaxis"]["title"] = {"text": "depth (0 = first watched layer)"}
     layout["xaxis"]["dtick"] = 1
     layout["xaxis2"]["title"] = {"text": "step"}

@@ -56,11 +56,13 @@ def _width(depth: int, step: int) -> float:
     return (0.6 + 0.15 * depth) * (1.0 + 0.3 * math.sin(step / 50.0))
 
 
-def records(step: int, layers: int, base: np.ndarray, previous: dict[int, np.ndarray]) -> tuple[list, list, dict]:
+def records(
+    step: int, layers: int, base: np.ndarray, previous: dict[int, np.ndarray], histogram_range=HISTOGRAM_RANGE
+) -> tuple[list, list, dict]:
     """The ``layers`` and ``histograms`` rows and the ``steps`` row of one recorded step. ``base`` holds each
     layer's fixed standard normal draw (shape ``(layers, probe_size)``); ``previous`` each layer's outputs at the
-    last record (for the flip ratio), updated here."""
-    lo, hi = HISTOGRAM_RANGE
+    last record (for the flip ratio), updated here; the histogram covers ``histogram_range``."""
+    lo, hi = histogram_range
     layer_rows, histogram_rows = [], []
     for depth in range(layers):
         op, params = OPS[depth % len(OPS)]
@@ -112,11 +114,12 @@ def write_run(
     seed: int = 0,
     close: str | None = "finished",
     flush_every: int = 500,
+    histogram_range: tuple[float, float] = HISTOGRAM_RANGE,
 ) -> Path:
     """Write run ``name`` in ``root``: ``steps`` records (steps every, 2 every, ...), ``layers`` watched layers;
     closed with status ``close`` (None: left "running", as a writer that was killed). Returns its folder."""
     writer = RunWriter(root, name, info(layers, every, probe_size), flush_seconds=3600.0)
-    for chunk in _chunks(steps, layers, every, probe_size, seed, flush_every):
+    for chunk in _chunks(steps, layers, every, probe_size, seed, flush_every, histogram_range):
         for table, rows in chunk.items():
             writer.append(table, rows)
         writer.flush()
@@ -127,12 +130,12 @@ def write_run(
     return writer.path
 
 
-def _chunks(steps, layers, every, probe_size, seed, flush_every) -> Iterator[dict[str, list]]:
+def _chunks(steps, layers, every, probe_size, seed, flush_every, histogram_range) -> Iterator[dict[str, list]]:
     base = np.random.default_rng(seed).standard_normal((layers, probe_size))
     previous: dict[int, np.ndarray] = {}
     chunk: dict[str, list] = {"layers": [], "histograms": [], "steps": []}
     for index in range(1, steps + 1):
-        layer_rows, histogram_rows, step_row = records(index * every, layers, base, previous)
+        layer_rows, histogram_rows, step_row = records(index * every, layers, base, previous, histogram_range)
         chunk["layers"] += layer_rows
         chunk["histograms"] += histogram_rows
         chunk["steps"].append(step_row)

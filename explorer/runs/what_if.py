@@ -18,6 +18,7 @@ centre (the recorded ``zero_grad_share`` of the run is exact; this one is within
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,13 +123,23 @@ def _spec(op: str) -> ops.OpSpec:
         raise ValueError(f"'{op}' is not a built-in op; what-if takes one of {', '.join(ops.names())}") from error
 
 
+@functools.lru_cache(maxsize=256)
+def _grad_at_centres(op: str, params: tuple[tuple[str, float], ...], lo: float, hi: float, bins: int) -> np.ndarray:
+    """g at the centres of ``bins`` equal bins over [lo, hi]: a run's bins are the same at every step, so a step
+    slider never calls TensorFlow again. Read-only (shared)."""
+    edges = np.linspace(lo, hi, bins + 1)
+    grad = surrogate_at(op, dict(params), (edges[:-1] + edges[1:]) / 2.0)
+    grad.setflags(write=False)
+    return grad
+
+
 def what_if(histogram: Histogram, op: str, params: Mapping[str, float] | None = None) -> WhatIf:
     """The zero-gradient share and expected gradient mass of ``histogram``'s inputs under ``op`` at ``params``
     (its defaults for the rest); ValueError naming the op or parameter when they are not valid. With no input
     recorded, the shares are NaN."""
     spec = _spec(op)
     resolved = spec.resolve(params or {})
-    grad = surrogate_at(op, resolved, histogram.centres)
+    grad = _grad_at_centres(op, tuple(sorted(resolved.items())), histogram.lo, histogram.hi, histogram.bins)
     total = histogram.total
     if total == 0:
         nan = float("nan")

@@ -11,6 +11,7 @@ reads only the rows shown: one step's rows, one layer's rows at a bounded set of
 
 from __future__ import annotations
 
+import hashlib
 import io
 import time
 from collections.abc import Sequence
@@ -91,18 +92,24 @@ def listing(root: Path) -> tuple[list[run_folder.RunSummary], list[tuple[str, st
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _cached_read(
-    root: str, name: str, version: tuple, table: str, columns: tuple[str, ...] | None,
-    steps: tuple[int, ...] | None, layers: tuple[str, ...] | None,
+    root: str, name: str, version: str, table: str, columns: tuple[str, ...] | None, steps_key: str | None,
+    layers: tuple[str, ...] | None, _steps: tuple[int, ...] | None,
 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:  # fmt: skip
-    read = Run(root, name).read(table, columns, steps=steps, layers=layers)
+    """Rows of a run's table; ``version`` and ``steps_key`` are digests of the run's version and of ``_steps`` (which
+    Streamlit does not hash: hashing hundreds of steps on every lookup cost more than the lookup)."""
+    read = Run(root, name).read(table, columns, steps=_steps, layers=layers)
     return read.frame, read.problems
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _cached_steps(root: str, name: str, version: tuple) -> tuple[list[int], list[tuple[str, str]]]:
+def _cached_steps(root: str, name: str, version: str) -> tuple[list[int], list[tuple[str, str]]]:
     read = Run(root, name).read("steps", ["step"])
     steps = sorted({int(s) for s in read.frame["step"]}) if len(read.frame) else []
     return steps, read.problems
+
+
+def _digest(value: object) -> str:
+    return hashlib.blake2b(repr(value).encode(), digest_size=12).hexdigest()
 
 
 class RunReader:
@@ -112,13 +119,14 @@ class RunReader:
     def __init__(self, root: Path, name: str):
         self.run = Run(root, name)
         self.root, self.name = str(root), name
-        self.version = self.run.version()
+        self.version = _digest(self.run.version())  # changes with every new part, info or heartbeat
         self.problems: dict[str, str] = {}
 
     def read(self, table: str, columns: Sequence[str] | None = None, *, steps=None, layers=None) -> pd.DataFrame:
+        chosen = None if steps is None else tuple(int(s) for s in steps)
         frame, problems = _cached_read(
             self.root, self.name, self.version, table, None if columns is None else tuple(columns),
-            None if steps is None else tuple(int(s) for s in steps), None if layers is None else tuple(layers),
+            None if chosen is None else _digest(chosen), None if layers is None else tuple(layers), chosen,
         )  # fmt: skip
         self.problems.update(problems)
         return frame
@@ -129,15 +137,12 @@ class RunReader:
         return steps
 
 
-def spread_steps(steps: Sequence[int], limit: int, keep: int | None = None) -> list[int]:
-    """At most ``limit`` of ``steps`` (sorted), evenly spread, first and last kept, and ``keep`` if recorded."""
+def spread_steps(steps: Sequence[int], limit: int) -> list[int]:
+    """At most ``limit`` of ``steps`` (sorted), evenly spread, the first and the last kept."""
     if len(steps) <= limit:
         return list(steps)
     index = np.unique(np.linspace(0, len(steps) - 1, limit).round().astype(int))
-    chosen = {steps[i] for i in index}
-    if keep is not None:
-        chosen.add(keep)
-    return sorted(chosen)
+    return [int(steps[i]) for i in index]
 
 
 def nearest_step(steps: Sequence[int], wanted: int) -> int:
@@ -384,7 +389,7 @@ def _run_body(reader: RunReader, state: RunsState) -> None:
     at_step = reader.read("layers", steps=[step])
     histogram_rows = reader.read("histograms", steps=[step], layers=[layer])
     row = at_step[at_step["layer"] == layer].iloc[0].to_dict() if len(at_step) and layer in set(at_step["layer"]) else {}
-    spread = spread_steps(steps, MAX_SERIES_STEPS, keep=step)
+    spread = spread_steps(steps, MAX_SERIES_STEPS)  # not the step shown: a step slider move re-reads none of it
     over = reader.read("layers", [c for c in OVER_STEPS_COLUMNS], steps=spread, layers=[layer])
     depth_steps = spread_steps(steps, MAX_DEPTH_SERIES_STEPS)
     depth_over = reader.read("layers", ["step", "layer", "depth", "grad_norm"], steps=depth_steps)
@@ -419,15 +424,15 @@ def _run_body(reader: RunReader, state: RunsState) -> None:
         _explore_link(op, params, row)
 
     st.subheader("Over steps")
-    figure = _figure((reader.version, "over", layer, tuple(spread)), lambda: run_figures.over_steps_spec(over, layer=layer))
+    figure = _figure((reader.version, "over", layer, _digest(spread)), lambda: run_figures.over_steps_spec(over, layer=layer))
     shown["over"] = figure.spec
     show_figure(figure, key="runs.over_steps", filename=f"{reader.name}_{layer}_over_steps")
     at = at_step[["layer", "depth", "grad_norm"]] if len(at_step) else at_step
-    figure = _figure((reader.version, "depth", step, tuple(depth_steps)),
+    figure = _figure((reader.version, "depth", step, _digest(depth_steps)),
                      lambda: run_figures.gradient_depth_spec(at, depth_over, step=step))  # fmt: skip
     shown["depth"] = figure.spec
     show_figure(figure, key="runs.depth", filename=f"{reader.name}_gradient_depth")
-    figure = _figure((reader.version, "loss", tuple(spread)), lambda: run_figures.loss_spec(loss))
+    figure = _figure((reader.version, "loss", _digest(spread)), lambda: run_figures.loss_spec(loss))
     shown["loss"] = figure.spec
     show_figure(figure, key="runs.loss", filename=f"{reader.name}_loss")
 
