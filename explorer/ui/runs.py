@@ -612,8 +612,17 @@ def _list_fragment() -> None:
         st.rerun(scope="app")
 
 
-def _run_fragment(root: Path, name: str) -> None:
+def _run_fragment(root: Path, name: str, live: bool) -> None:
     _run_view(root, name)
+    if live and _state().run == name and _still_live(root, name) is False:
+        st.rerun(scope="app")  # the run ended: the whole page says so, and the timer stops
+
+
+def _still_live(root: Path, name: str) -> bool | None:
+    try:
+        return Run(root, name).state() == "live"
+    except (OSError, ValueError):
+        return None
 
 
 def page() -> None:
@@ -637,7 +646,7 @@ def page() -> None:
             _set_state(state)
             run_state = _header(reader)
             live = run_state == "live"
-            st.fragment(run_every=REFRESH_SECONDS if live else None)(_run_fragment)(root, state.run)
+            st.fragment(run_every=REFRESH_SECONDS if live else None)(_run_fragment)(root, state.run, live)
     if not _state().run:
         st.fragment(run_every=REFRESH_SECONDS)(_list_fragment)()
         _write_url(_state())
