@@ -232,7 +232,8 @@ def test_a_live_run_is_followed_as_it_records(tmp_path):
         record(step)
     app.run()  # what the fragment's timer does in a browser
     assert app.subheader[0].value == "spike_0 at step 5"
-    assert app.slider(key="runs.w.step").max == 5
+    slider = app.slider(key="runs.w.step")
+    assert slider.value == 5 and slider.label == "Step (recorded: 1 to 5)"
     writer.close()
     app.run()
     assert "finished" in app.caption[1].value
@@ -262,3 +263,14 @@ def test_over_steps_figures_read_a_bounded_spread_of_steps():
     assert spread_steps([3, 5], MAX_SERIES_STEPS) == [3, 5]
     assert nearest_step(steps, 14) == 10 and nearest_step(steps, 15) == 10 and nearest_step(steps, 16) == 20
     assert nearest_step(steps, 10**9) == 100_000
+
+
+def test_the_step_sliders_top_moves_a_few_times_in_a_runs_life():
+    from explorer.ui.runs import slider_top
+
+    assert slider_top(1, 5, 1) == 6  # a span of 4 -> 5
+    assert slider_top(0, 205, 1) == 500
+    assert slider_top(0, 600, 100) == 1000
+    assert slider_top(10, 10_005, 10) == 10_010
+    tops = {slider_top(0, last, 1) for last in range(1, 10_001)}
+    assert tops == {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000}

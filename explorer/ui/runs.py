@@ -312,7 +312,21 @@ def _header(reader: RunReader) -> str:
     return run_state
 
 
-def _step_control(steps: list[int], state: RunsState) -> int:
+def slider_top(first: int, last: int, every: int) -> int:
+    """The step slider's top: the first of 1, 2, 5 x 10^k (a whole number of ``every`` past ``first``) at or
+    above ``last``. Streamlit makes a new slider when its range changes (losing a move made while the view
+    redraws), so a growing run moves the top a few times in its life, not at every record."""
+    span = max(last - first, 1)
+    nice = next(f * 10**k for k in range(20) for f in (1, 2, 5) if f * 10**k >= span)
+    return first + -(-nice // every) * every
+
+
+def _every(steps: list[int], info_every) -> int:
+    """The slider's step: the run's recording interval (info ``every``) when it is a whole number >= 1, else 1."""
+    return info_every if isinstance(info_every, int) and not isinstance(info_every, bool) and info_every >= 1 else 1
+
+
+def _step_control(steps: list[int], state: RunsState, info_every=None) -> int:
     """The step slider (over the recorded range, snapped to a recorded step); the step shown."""
     st.session_state[LAST_STEPS_KEY] = steps
     wanted = steps[-1] if state.step is None else state.step
@@ -322,11 +336,14 @@ def _step_control(steps: list[int], state: RunsState) -> int:
     if len(steps) == 1:
         st.caption(f"One step recorded so far: step {shown:,}.")
         return shown
+    every = _every(steps, info_every)
+    top = slider_top(steps[0], steps[-1], every)
     st.session_state["runs.w.step"] = shown
-    every = int(np.gcd.reduce(np.diff(np.asarray(steps)))) or 1  # a slider position per recorded step when regular
     st.slider(
-        "Step", steps[0], steps[-1], step=max(1, every), key="runs.w.step", on_change=_on_step,
-        help="At the last recorded step the view follows a live run as it records more.",
+        f"Step (recorded: {steps[0]:,} to {steps[-1]:,})", steps[0], top, step=every, key="runs.w.step",
+        on_change=_on_step,
+        help="Snaps to the nearest recorded step. At the last recorded step or beyond it, the view follows a live run "
+        "as it records more.",
     )  # fmt: skip
     return shown
 
@@ -385,7 +402,7 @@ def _run_body(reader: RunReader, state: RunsState) -> None:
         st.info("No step recorded yet: the view appears with the first record.", icon="⏳")
         _problems(reader)
         return
-    step = _step_control(steps, state)
+    step = _step_control(steps, state, reader.run.info.get("every"))
     at_step = reader.read("layers", steps=[step])
     histogram_rows = reader.read("histograms", steps=[step], layers=[layer])
     row = at_step[at_step["layer"] == layer].iloc[0].to_dict() if len(at_step) and layer in set(at_step["layer"]) else {}

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -71,6 +72,15 @@ def writer(runs_server, tmp_path):
     log.close()
 
 
+def _wait_until(condition, what: str) -> None:
+    """Poll ``condition`` (the list is a canvas grid, read cell by cell) until true, at most WAIT_MS."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {WAIT_MS / 1000:g} s for {what}")
+        time.sleep(0.5)
+
+
 def _step_of(subheader: str) -> int:
     return int(subheader.rsplit(" at step ", 1)[1].replace(",", ""))
 
@@ -85,7 +95,7 @@ def test_a_run_appears_grows_moves_opens_in_explore_and_its_link_reopens(browser
     try:
         app.open("runs")
         # the run appears in the list (the list's fragment refreshes itself)
-        page.wait_for_function(f"() => document.body.innerText.includes('{RUN}')", timeout=WAIT_MS)
+        _wait_until(lambda: any(row and row[0] == RUN for row in app.grid_rows(0)), "the run in the list")
         box = page.get_by_test_id("stSelectbox").filter(has_text="Open a run").locator("input")
         box.click()
         page.get_by_role("option", name=RUN).first.click()
@@ -100,10 +110,18 @@ def test_a_run_appears_grows_moves_opens_in_explore_and_its_link_reopens(browser
                                timeout=WAIT_MS)  # fmt: skip
         assert app.exceptions() == []
         # the step slider: to the first recorded step
-        thumb = page.get_by_test_id("stSlider").filter(has_text="Step").get_by_role("slider")
-        thumb.focus()
-        thumb.press("Home")
-        page.wait_for_function("() => new URLSearchParams(window.location.search).has('step')", timeout=WAIT_MS)
+        # (a key press that lands while the view's fragment redraws the slider is lost: press again until taken)
+        def moved() -> bool:
+            thumb = page.locator(".st-key-runs-w-step").get_by_role("slider")
+            thumb.focus()
+            thumb.press("Home")
+            try:
+                page.wait_for_function("() => new URLSearchParams(window.location.search).has('step')", timeout=10_000)
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError: not taken yet
+                return False
+            return True
+
+        _wait_until(moved, "the step slider's move in the URL")
         app.settle()
         chosen = app.query()["step"][0]
         page.wait_for_function(f"() => ({SUBHEADER_JS})().endsWith(' at step {int(chosen):,}')", timeout=WAIT_MS)
