@@ -233,10 +233,19 @@ def test_a_live_run_is_followed_as_it_records(tmp_path):
     app.run()  # what the fragment's timer does in a browser
     assert app.subheader[0].value == "spike_0 at step 5"
     slider = app.slider(key="runs.w.step")
-    assert slider.value == 5 and slider.label == "Step (recorded: 1 to 5)"
+    # live: the slider reaches past the last record, and its right end is "the newest" (the thumb never moves)
+    assert slider.label.startswith("Step (recorded: 1 to 5 · right end: the newest") and slider.value == slider.max == 6
+    slider.set_value(2).run()
+    assert app.subheader[0].value == "spike_0 at step 2" and app.query_params["step"] == "2"
+    record(6)
+    app.run()
+    assert app.subheader[0].value == "spike_0 at step 2"  # a chosen step stays while the run grows
+    app.slider(key="runs.w.step").set_value(6).run()
+    assert "step" not in app.query_params and app.subheader[0].value == "spike_0 at step 6"
     writer.close()
     app.run()
     assert "finished" in app.caption[1].value
+    assert app.slider(key="runs.w.step").max == 6  # finished: the slider ends at the last record
 
 
 def test_a_run_deleted_while_shown_gives_a_notice_and_the_list(tmp_path):

@@ -199,7 +199,7 @@ def _on_step() -> None:
     if not steps:
         return
     snapped = nearest_step(steps, value)
-    _changed(replace(_state(), step=None if snapped == steps[-1] else snapped))
+    _changed(replace(_state(), step=None if value >= steps[-1] or snapped == steps[-1] else snapped))
 
 
 def _on_what_if_op() -> None:
@@ -326,24 +326,27 @@ def _every(steps: list[int], info_every) -> int:
     return info_every if isinstance(info_every, int) and not isinstance(info_every, bool) and info_every >= 1 else 1
 
 
-def _step_control(steps: list[int], state: RunsState, info_every=None) -> int:
-    """The step slider (over the recorded range, snapped to a recorded step); the step shown."""
+def _step_control(steps: list[int], state: RunsState, info_every=None, live: bool = False) -> int:
+    """The step slider; the step shown (a recorded one: a value in between snaps to the nearest).
+
+    While a run is live the slider reaches past its last record (:func:`slider_top`) and its right end means "the
+    newest step": the page never moves the thumb as records arrive (a value the server sets while the browser
+    still reports the old one reads as a move, which would stop the following)."""
     st.session_state[LAST_STEPS_KEY] = steps
     wanted = steps[-1] if state.step is None else state.step
     shown = nearest_step(steps, wanted)
     if state.step is not None and shown != state.step:
         _notice(f"Step {state.step:,} is not recorded in run '{state.run}'; showing the nearest recorded step, {shown:,}.")
-    if len(steps) == 1:
-        st.caption(f"One step recorded so far: step {shown:,}.")
+    if len(steps) == 1 and not live:
+        st.caption(f"One step recorded: step {shown:,}.")
         return shown
     every = _every(steps, info_every)
-    top = slider_top(steps[0], steps[-1], every)
-    st.session_state["runs.w.step"] = shown
+    top = slider_top(steps[0], steps[-1], every) if live else steps[-1]
+    st.session_state["runs.w.step"] = top if state.step is None else shown
+    newest = " · right end: the newest, followed as it records" if live else ""
     st.slider(
-        f"Step (recorded: {steps[0]:,} to {steps[-1]:,})", steps[0], top, step=every, key="runs.w.step",
-        on_change=_on_step,
-        help="Snaps to the nearest recorded step. At the last recorded step or beyond it, the view follows a live run "
-        "as it records more.",
+        f"Step (recorded: {steps[0]:,} to {steps[-1]:,}{newest})", steps[0], max(top, steps[0] + every), step=every,
+        key="runs.w.step", on_change=_on_step, help="Snaps to the nearest recorded step.",
     )  # fmt: skip
     return shown
 
@@ -402,7 +405,7 @@ def _run_body(reader: RunReader, state: RunsState) -> None:
         st.info("No step recorded yet: the view appears with the first record.", icon="⏳")
         _problems(reader)
         return
-    step = _step_control(steps, state, reader.run.info.get("every"))
+    step = _step_control(steps, state, reader.run.info.get("every"), live=reader.run.state() == "live")
     at_step = reader.read("layers", steps=[step])
     histogram_rows = reader.read("histograms", steps=[step], layers=[layer])
     row = at_step[at_step["layer"] == layer].iloc[0].to_dict() if len(at_step) and layer in set(at_step["layer"]) else {}
