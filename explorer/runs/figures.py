@@ -40,15 +40,15 @@ def _percent(value: float) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{100 * value:.3g} %"
 
 
-def shares_text(row: Mapping[str, float]) -> str:
+def shares_text(row: Mapping[str, float], separator: str = " · ") -> str:
     """The shares of one ``layers`` row as a line: "zero gradient 12.5 % · on a special point 0 % · ..." (a share
-    that is NaN, an op without that boundary, is left out)."""
+    that is NaN, an op without that boundary, is left out); ``separator`` between them."""
     parts = []
     for column, (label, _) in SHARE_COLUMNS.items():
         value = row.get(column)
         if value is not None and math.isfinite(float(value)):
             parts.append(f"{label} {_percent(float(value))}")
-    return " · ".join(parts)
+    return separator.join(parts)
 
 
 def _histogram_bars(histogram: Histogram, axis_suffix: str, y_range: Sequence[float], showlegend: bool, step: int) -> dict:
@@ -110,7 +110,7 @@ def layer_figure_spec(
             "text": f"{side} clip {float(bound):g}", "showarrow": False, "yanchor": "top", "font": {"size": 11},
         })  # fmt: skip
     last = "" if panels[-1] == 1 else str(panels[-1])
-    text = shares_text(row)
+    text = shares_text(row, "<br>")  # one share per line: the panel is a third of the figure wide
     outside = histogram.underflow + histogram.overflow
     if outside:
         text += f"<br>{outside:,} of {histogram.total:,} inputs outside [{histogram.lo:g}, {histogram.hi:g}] (not drawn)"
@@ -158,7 +158,7 @@ def over_steps_spec(frame: pd.DataFrame, *, layer: str, step: int | None = None)
     for column, (label, colour) in SHARE_COLUMNS.items():
         if _has_values(frame, column):
             data.append(_line(steps, frame[column], label, colour))
-    mismatch = {"mismatch_cosine": ("cosine (1: same direction)", "#0072B2"),
+    mismatch = {"mismatch_cosine": ("cosine (1: same direction)", "#1F2430"),
                 "mismatch_norm_ratio": ("norm ratio (custom / reference)", "#E69F00")}  # fmt: skip
     for column, (label, colour) in mismatch.items():
         if _has_values(frame, column):
