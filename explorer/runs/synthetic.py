@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,26 +141,3 @@ def _chunks(steps, layers, every, probe_size, seed, flush_every, histogram_range
         if index % flush_every == 0 or index == steps:
             yield chunk
             chunk = {"layers": [], "histograms": [], "steps": []}
-
-
-def follow(root: str | os.PathLike, name: str, steps: int, layers: int = 2, seconds_per_step: float = 0.5) -> None:
-    """Write run ``name`` one step at a time, a part per step, ``seconds_per_step`` apart (bounded: ``steps``
-    records), then close it: a live run for a browser to watch grow."""
-    writer = RunWriter(root, name, info(layers), flush_seconds=0.0)
-    base = np.random.default_rng(0).standard_normal((layers, 256))
-    previous: dict[int, np.ndarray] = {}
-    for step in range(1, steps + 1):
-        layer_rows, histogram_rows, step_row = records(step, layers, base, previous)
-        writer.append("layers", layer_rows)
-        writer.append("histograms", histogram_rows)
-        writer.append("steps", [step_row])
-        writer.flush()
-        time.sleep(seconds_per_step)
-    writer.close()
-
-
-if __name__ == "__main__":  # python -m explorer.runs.synthetic ROOT NAME STEPS [SECONDS_PER_STEP]
-    import sys
-
-    root_arg, name_arg, steps_arg = sys.argv[1:4]
-    follow(root_arg, name_arg, int(steps_arg), seconds_per_step=float(sys.argv[4]) if len(sys.argv) > 4 else 0.5)
