@@ -3,8 +3,9 @@
 With ``--login oidc`` the page gate (:mod:`explorer.ui.sign_in`) keeps every page's content out of a WebSocket that
 has not signed in. But Streamlit answers some HTTP routes outside any script run: the media files
 (``/media/<id>``: the CSV and HTML downloads, images), the upload endpoint, custom components' files, the metrics
-and the agent API. A media URL is a SHA-224 of the file (unguessable unless one has the file) and lives as long as
-the session that made it, but whoever is sent it could fetch it without signing in. This server adds one check in
+and the agent API. A media URL is a 128-bit hash of the file's bytes (for a file over 1 MiB, of its length, head,
+middle and tail only): not guessable, but no secret either, and it lives as long as the session that made it, so
+whoever is sent the link could fetch it without signing in. This server adds one check in
 front of those routes (:class:`SignedInOnly`): the request must carry Streamlit's identity cookie, with a valid
 signature (the cookie secret of ``[auth]``), within the operator's maximum session age and allowed list
 (:class:`explorer.serve.login.LoginPolicy`); otherwise 401 and nothing else. The page shell (``/``, the page

@@ -790,7 +790,7 @@ def _started_runs_view() -> None:
             st.caption("No training run was started on this server yet.")
             return
         now = time.time()
-        st.dataframe(
+        st.container(key="train_started_runs").dataframe(
             pd.DataFrame({
                 "run": [entry.run_id for entry in recent],
                 "started by": [entry.user or "" for entry in recent],
@@ -798,7 +798,7 @@ def _started_runs_view() -> None:
                 "compares": [", ".join(entry.labels) for entry in recent],
                 "epochs": [entry.epochs for entry in recent],
             }),
-            hide_index=True, width="stretch", key="train.started_runs",
+            hide_index=True, width="stretch",
         )  # fmt: skip
 
 
