@@ -297,3 +297,63 @@ def test_every_http_route_gives_no_app_content_without_a_good_session(server, br
                 assert status == 200 and not [m for m in APP_CONTENT if m in body], (case, path)
     finally:
         owner.close()
+
+
+@pytest.fixture(scope="module")
+def two_replicas(tmp_path_factory, provider, chromium_path, server):
+    """``--login oidc --replicas 2``: the same secrets file (so the same cookie secret) for both, the redirect URI
+    the proxy's address. (Asks for ``server`` first, so that the one-server tests have ended before it starts.)"""
+    server.stop()
+    run = LoginServer(tmp_path_factory.mktemp("login_replicas"), provider, "--replicas", "2")
+    yield run
+    run.stop()
+
+
+def test_through_two_replicas_each_user_signs_in_on_its_replica_trains_and_signs_out(two_replicas, browser):
+    header = "x-gradient-explorer-replica"
+    visitors = []
+    try:
+        for sub in ("alice", "bob"):  # round robin: new browsers land on r1, then r2
+            visitor = Visitor(browser, two_replicas)
+            visitors.append(visitor)
+            replica = visitor.page.goto(two_replicas.url).headers[header]
+            visitor.sign_in(sub)
+            name = USERS[sub]["name"]
+            assert visitor.signed_in_as() == f"Signed in as {name} ({USERS[sub]['email']})"
+            served = visitor.page.locator(".st-key-replica").inner_text(timeout=SETTLE_SECONDS * 1000).strip()
+            assert served == f"Served by replica {replica}"  # the sign-in came back to the same replica (sticky)
+        assert {v.page.locator(".st-key-replica").inner_text().split()[-1] for v in visitors} == {"r1", "r2"}
+
+        alice = visitors[0]
+        alice.app.open("train")
+        epochs = alice.page.get_by_test_id("stSidebar").get_by_role("spinbutton", name="Epochs", exact=True)
+        epochs.fill(str(EPOCHS_PER_TICK))
+        epochs.press("Enter")
+        alice.app.settle()
+        alice.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
+        alice.page.get_by_role("heading", name="Results").wait_for(timeout=SETTLE_SECONDS * 1000)
+        assert "started by alice@example.com" in alice.page.get_by_test_id("stProgress").inner_text()
+        assert _grid_has(alice, alice.app.query()["run"][0], "alice@example.com")
+
+        for case, cookie in _bad_cookies(two_replicas).items():  # through the proxy, to either replica
+            for replica in ("r1", "r2"):
+                request = urllib.request.Request(
+                    f"{two_replicas.url}/_stcore/metrics",
+                    headers={"Cookie": f"GE_REPLICA={replica}" + (f"; _streamlit_user={cookie}" if cookie else "")},
+                )
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(request, timeout=30)
+                assert refused.value.code == 401, (case, replica)
+
+        alice.page.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
+        alice.page.wait_for_url("**/oauth2/end_session**")
+        alice.page.get_by_role("button").first.click()
+        alice.page.get_by_role("button", name="Sign in").wait_for(timeout=SETTLE_SECONDS * 1000)
+        assert not [c for c in alice.context.cookies() if c["name"].startswith("_streamlit_user")]
+    except Exception:
+        for index, visitor in enumerate(visitors):
+            visitor.app.dump(f"login_replicas_{index}")
+        raise
+    finally:
+        for visitor in visitors:
+            visitor.close()
