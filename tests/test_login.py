@@ -303,3 +303,11 @@ def test_someone_outside_the_allowed_list_is_refused(monkeypatch):
     assert "APP CONTENT" not in _texts(at)
     assert "eve@other.org is not allowed on this server" in at.error[0].value
     assert [b.label for b in at.button] == ["Sign out"]
+
+
+def test_the_login_benchmark_ratio_is_the_median_of_per_round_ratios():
+    from explorer.bench.login_overhead import LoginOverhead
+
+    overhead = LoginOverhead(plain_s=[0.2, 0.1, 0.4], login_s=[0.21, 0.12, 0.4], load_average_1m=(1.0, 1.0))
+    assert overhead.ratio == pytest.approx(1.05)  # ratios 1.05, 1.2, 1.0: the median, not 0.73 / 0.7
+    assert "ratio (median of per-round ratios) 1.050" in overhead.table()
