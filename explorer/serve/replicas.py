@@ -43,6 +43,7 @@ from pathlib import Path
 
 from explorer import serve
 from explorer.serve import login as login_settings
+from explorer.train.started_runs import STARTED_RUNS_ENV
 from explorer.train.time_share import TRAINERS_DIR_ENV
 
 REPLICA_ENV = serve.REPLICA_ENV
@@ -262,7 +263,8 @@ class ReplicaSet:
         flags = [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={replica.port}"]
         argv, env = serve.command(self.ops, flags, login=self.login)
         secret = cookie_secret(self.directory)
-        env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
+        env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir),
+                STARTED_RUNS_ENV: str(self.runtime_dir / "started_runs.jsonl")}  # fmt: skip
         self.processes[replica.name] = subprocess.Popen(argv, env=env)
         life = self._lifelines.setdefault(replica.name, _Lifeline(0.0))
         life.started, life.restart_at = time.monotonic() if now is None else now, None

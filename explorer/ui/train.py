@@ -42,6 +42,7 @@ import streamlit as st
 import ops
 from explorer import loaded
 from explorer import state as url_state
+from explorer.serve import REPLICA_ENV
 from explorer.train import presets, started_runs, tasks, time_share
 from explorer.train import setup as train_setup
 from explorer.train import trainer as train
@@ -379,7 +380,7 @@ def _record_start(state: url_state.TrainState) -> None:
     run_id = st.session_state.get(RUN_ID_KEY) or ""
     st.session_state[STARTED_BY_KEY] = user
     labels = tuple(run.label for run in state.runs)
-    started_runs.record(run_id, user, labels, state.epochs)
+    started_runs.record(run_id, user, labels, state.epochs, replica=os.environ.get(REPLICA_ENV, ""))
     sign_in.log_action("training run started", f"run {run_id} ({', '.join(labels)}; {state.epochs} epochs)")
 
 
@@ -797,6 +798,7 @@ def _started_runs_view() -> None:
                 "started": [f"{max(0, round((now - entry.started) / 60))} min ago" for entry in recent],
                 "compares": [", ".join(entry.labels) for entry in recent],
                 "epochs": [entry.epochs for entry in recent],
+                **({"replica": [entry.replica for entry in recent]} if any(entry.replica for entry in recent) else {}),
             }),
             hide_index=True, width="stretch",
         )  # fmt: skip

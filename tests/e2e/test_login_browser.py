@@ -309,7 +309,7 @@ def two_replicas(tmp_path_factory, provider, chromium_path, server):
     run.stop()
 
 
-def test_through_two_replicas_each_user_signs_in_on_its_replica_trains_and_signs_out(two_replicas, browser):
+def test_through_two_replicas_each_user_signs_in_on_its_replica_and_sees_whose_run_it_was(two_replicas, browser):
     header = "x-gradient-explorer-replica"
     visitors = []
     try:
@@ -333,7 +333,11 @@ def test_through_two_replicas_each_user_signs_in_on_its_replica_trains_and_signs
         alice.page.get_by_test_id("stMain").get_by_role("button", name="Start", exact=True).click()
         alice.page.get_by_role("heading", name="Results").wait_for(timeout=SETTLE_SECONDS * 1000)
         assert "started by alice@example.com" in alice.page.get_by_test_id("stProgress").inner_text()
-        assert _grid_has(alice, alice.app.query()["run"][0], "alice@example.com")
+        run_id = alice.app.query()["run"][0]
+        assert _grid_has(alice, run_id, "alice@example.com")
+        bob = visitors[1]  # on the other replica: the replicas share the list of runs started on the machine
+        bob.app.open("train")
+        assert _grid_has(bob, run_id, "alice@example.com"), "Bob, on the other replica, does not see Alice's run"
 
         for case, cookie in _bad_cookies(two_replicas).items():  # through the proxy, to either replica
             for replica in ("r1", "r2"):
