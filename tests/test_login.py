@@ -311,3 +311,10 @@ def test_the_login_benchmark_ratio_is_the_median_of_per_round_ratios():
     overhead = LoginOverhead(plain_s=[0.2, 0.1, 0.4], login_s=[0.21, 0.12, 0.4], load_average_1m=(1.0, 1.0))
     assert overhead.ratio == pytest.approx(1.05)  # ratios 1.05, 1.2, 1.0: the median, not 0.73 / 0.7
     assert "ratio (median of per-round ratios) 1.050" in overhead.table()
+
+
+def test_the_startup_line_of_a_shared_server_says_everyone_signs_in():
+    line = serve.reach_line("0.0.0.0", 8501, login=True)
+    assert "everyone signs in with your identity provider first (--login oidc)" in line
+    assert "Put a sign-in" not in line and "--login oidc" in serve.reach_line("0.0.0.0", 8501)
+    assert serve.reach_line("127.0.0.1", 8501, login=True) == serve.reach_line("127.0.0.1", 8501)

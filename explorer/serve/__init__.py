@@ -87,14 +87,19 @@ def is_loopback(address: str) -> bool:
     return address.startswith("127.") or address in LOOPBACK_HOSTS
 
 
-def reach_line(address: str, port: int | str) -> str:
-    """The startup line that says who can reach a server bound to ``address``."""
+def reach_line(address: str, port: int | str, login: bool = False) -> str:
+    """The startup line that says who can reach a server bound to ``address`` (``login``: everyone signs in)."""
     if is_loopback(address):
         return (
             f"Gradient Explorer: http://{address}:{port}, reachable from this machine only. "
             "To open it to your network: gradient-explorer run --share (see docs/serving.md)."
         )
     where = "every network interface (0.0.0.0)" if address == SHARED_ADDRESS else f"{address}"
+    if login:
+        return (
+            f"Gradient Explorer: port {port} on {where}, reachable by anyone who can reach this machine; everyone signs "
+            "in with your identity provider first (--login oidc)."
+        )
     return (
         f"Gradient Explorer: port {port} on {where}, reachable by anyone who can reach this machine; they can drive "
         "the modules of --ops and their training. Put a sign-in in front with --login oidc, or a password with "

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         return replicas.main(args, streamlit_args, login)
     server_argv, env = serve.command(args.ops, streamlit_args, share=args.share, login=login)
     address = serve.flag_value(server_argv, "server.address") or serve.file_setting("server.address")
-    print(serve.reach_line(address, serve.flag_value(server_argv, "server.port") or serve.file_setting("server.port")))
+    port = serve.flag_value(server_argv, "server.port") or serve.file_setting("server.port")
+    print(serve.reach_line(address, port, login=bool(login)))
     if login:
         print(login_settings.startup_line(login))
     sys.stdout.flush()

@@ -343,7 +343,7 @@ def _port_open(port: int) -> bool:
 
 def startup_lines(replica_set: ReplicaSet) -> list[str]:
     """What the command prints once everything answers: who can reach it, and what runs where."""
-    lines = [serve.reach_line(replica_set.address, replica_set.port)]
+    lines = [serve.reach_line(replica_set.address, replica_set.port, login=bool(replica_set.login))]
     if replica_set.users:
         lines.append(f"Basic auth at the proxy: {len(replica_set.users)} user(s) from the htpasswd file.")
     if replica_set.login:

@@ -266,37 +266,46 @@ def test_the_pages_and_the_websocket_carry_no_app_content_without_a_good_session
         visitor.close()
 
 
-def test_every_http_route_gives_no_app_content_without_a_good_session(server, browser):
+@pytest.fixture(scope="module")
+def owned_media(server, browser):
+    """Alice's CSV download, its URL, and Alice's identity cookie; her session stays open (and so does the file)."""
     owner = Visitor(browser, server)
     try:
         owner.sign_in("alice")
         owner.app.wait_figure()
         with owner.page.expect_download(timeout=60_000) as info:
             owner.page.get_by_role("button", name=re.compile(r"^Sweep as CSV")).click()
-        media_url = info.value.url
-        # a 128-bit hash of the file's bytes: not guessable, but no secret either (whoever has the file can compute it,
-        # and a link is easily passed on): hence the guard, which the next lines ask
-        assert re.search(r"/media/[0-9a-f]{32}\.csv$", media_url), media_url
-        signed_in = {c["name"]: c["value"] for c in owner.context.cookies()}["_streamlit_user"]
-        status, body = _get(media_url, signed_in)
-        assert status == 200 and body.startswith(b"x,"), (status, body[:80])  # the owner's cookie: the file
-
-        guarded = [
-            media_url, f"{server.url}/_stcore/metrics", f"{server.url}/_stcore/upload_file/s/f",
-            f"{server.url}/component/x/index.html", f"{server.url}/_stcore/agent/openapi.json",
-            f"{server.url}/_stcore/bidi-components/x/y",
-        ]  # fmt: skip
-        for case, cookie in _bad_cookies(server).items():
-            for url in guarded:
-                status, body = _get(url, cookie)
-                assert (status, body) == (401, b"Sign in first."), (case, url, status, body[:80])
-            status, body = _get(f"{server.url}/_stcore/health", cookie)
-            assert (status, body) == (200, b"ok"), case
-            for path in ("", "train", "editor", "_stcore/host-config"):  # the page shell: Streamlit's, no app content
-                status, body = _get(f"{server.url}/{path}", cookie)
-                assert status == 200 and not [m for m in APP_CONTENT if m in body], (case, path)
+        cookie = {c["name"]: c["value"] for c in owner.context.cookies()}["_streamlit_user"]
+        yield info.value.url, cookie
     finally:
         owner.close()
+
+
+def test_the_signed_in_owner_gets_its_media_file(owned_media):
+    media_url, cookie = owned_media
+    # a 128-bit hash of the file's bytes: not guessable, but no secret either (whoever has the file can compute it,
+    # and a link is easily passed on): hence the guard, which the next test asks
+    assert re.search(r"/media/[0-9a-f]{32}\.csv$", media_url), media_url
+    status, body = _get(media_url, cookie)
+    assert status == 200 and body.startswith(b"x,"), (status, body[:80])
+
+
+@pytest.mark.parametrize("case", ["no session", "tampered", "signed with another secret", "expired (signed in 13 h ago)"])
+def test_every_http_route_gives_no_app_content_without_a_good_session(server, owned_media, case):
+    media_url, _ = owned_media
+    cookie = _bad_cookies(server)[case]
+    guarded = [
+        media_url, f"{server.url}/_stcore/metrics", f"{server.url}/_stcore/upload_file/s/f",
+        f"{server.url}/component/x/index.html", f"{server.url}/_stcore/agent/openapi.json",
+        f"{server.url}/_stcore/bidi-components/x/y",
+    ]  # fmt: skip
+    for url in guarded:
+        status, body = _get(url, cookie)
+        assert (status, body) == (401, b"Sign in first."), (url, status, body[:80])
+    assert _get(f"{server.url}/_stcore/health", cookie) == (200, b"ok")  # for load balancers; nothing else
+    for path in ("", "train", "editor", "_stcore/host-config"):  # the page shell: Streamlit's, no app content
+        status, body = _get(f"{server.url}/{path}", cookie)
+        assert status == 200 and not [marker for marker in APP_CONTENT if marker in body], path
 
 
 @pytest.fixture(scope="module")
