@@ -318,3 +318,25 @@ def test_the_startup_line_of_a_shared_server_says_everyone_signs_in():
     assert "everyone signs in with your identity provider first (--login oidc)" in line
     assert "Put a sign-in" not in line and "--login oidc" in serve.reach_line("0.0.0.0", 8501)
     assert serve.reach_line("127.0.0.1", 8501, login=True) == serve.reach_line("127.0.0.1", 8501)
+
+
+def _ticking_fragment_body():
+    import streamlit as st
+
+    from explorer.ui import sign_in
+
+    sign_in.end_if_expired()  # what the Train page's training tick calls: a fragment's run skips the gate
+    st.write("TRAINING TICK")
+
+
+@pytest.mark.parametrize(("env", "age_hours", "ticks"), [({}, 30, True), (ON, 1, True), (ON, 13, False)])
+def test_a_self_rerunning_fragment_ends_an_expired_sign_in_too(monkeypatch, env, age_hours, ticks):
+    for name in (login.LOGIN_ENV, login.MAX_SESSION_HOURS_ENV, login.ALLOWED_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    at = AppTest.from_function(_ticking_fragment_body)
+    at.user = {"is_logged_in": True, "email": "alice@example.com", "iat": time.time() - age_hours * HOUR}
+    at.run()
+    assert ("TRAINING TICK" in _texts(at)) is ticks
+    assert at.user["is_logged_in"] is ticks  # signed out when it stopped

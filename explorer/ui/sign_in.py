@@ -49,19 +49,32 @@ def gate() -> None:
         _sign_in_page()
         st.stop()
     claims = st.user.to_dict()
-    problem = login_policy.session_problem(claims, time.time())
-    if problem is not None:
-        _LOG.info("signed out %s: %s", identity_name(claims), problem)
-        if login_policy.admits(claims):
-            st.logout()  # clears the identity cookie; the next page load shows the sign-in button
-            st.stop()
+    if not login_policy.admits(claims):
+        _LOG.info("refused %s: not in the allowed list", identity_name(claims))
         st.title("Gradient Explorer")
         st.error(f"{identity_name(claims)} is not allowed on this server. Ask its operator, or sign in as someone else.")
         st.button("Sign out", on_click=st.logout, key="sign_in.refused_sign_out")
         st.stop()
+    end_if_expired()
     with st.sidebar:
         st.container(key="signed_in_user").caption(f"Signed in as **{_name(claims)}**")
         st.button("Sign out", on_click=st.logout, key="sign_in.sign_out", icon=":material/logout:")
+
+
+def end_if_expired() -> None:
+    """Sign out (``st.logout``) and stop a run whose sign-in is too old; a no-op without ``--login``.
+
+    :func:`gate` calls it on every full run; a fragment that reruns by itself (the Train page's training ticks)
+    calls it too, since a fragment's run skips the gate."""
+    login_policy = policy()
+    if login_policy is None:
+        return
+    claims = st.user.to_dict()
+    problem = login_policy.session_problem(claims, time.time())
+    if problem is not None:
+        _LOG.info("signed out %s: %s", identity_name(claims), problem)
+        st.logout()  # clears the identity cookie; the next page load shows the sign-in button
+        st.stop()
 
 
 def _name(claims: dict) -> str:

@@ -484,6 +484,7 @@ def _training_view() -> None:
     or the full rerun asked for when training ends) shows the same thing for the same state, except
     that while a run trains its charts may be those of an earlier tick (:func:`_live_figure`).
     """
+    sign_in.end_if_expired()  # a timer tick skips the page's gate
     session: train.Session | None = st.session_state.get(SESSION_KEY)
     if session is None:
         return
