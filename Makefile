@@ -22,10 +22,12 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $
 	touch $(VENV)/.runtime-installed $@
 
 # Listens on 127.0.0.1 only. SHARE=1 opens it to the network; REPLICAS=N runs N servers behind HAProxy;
-# AUTH=FILE asks for a password from an htpasswd file at the proxy (docs/serving.md).
+# AUTH=FILE asks for a password from an htpasswd file at the proxy; LOGIN=oidc asks everyone to sign in with the
+# provider of SECRETS=FILE (default ~/.streamlit/secrets.toml) (docs/serving.md).
 run: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS)) $(if $(SHARE),--share) \
-		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH))
+		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH)) \
+		$(if $(LOGIN),--login $(LOGIN)) $(if $(SECRETS),--secrets $(SECRETS))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and

@@ -2,6 +2,7 @@
 
     python -m explorer.bench.browser [--sessions 5] [--seconds 300] [--slider-moves 12] [--trainers-idle] [--json]
     python -m explorer.bench.browser --soak | --load   (days of use; ten users on one or two replicas: explorer.bench.soak)
+    python -m explorer.bench.browser --login           (slider to figure signed in vs plain: explorer.bench.login_overhead)
 
 Starts ``streamlit run app.py`` on a free port, opens one Chromium (Debian's, via Playwright) with
 one browser context per user, and has every user open the Explore page with a different op, go
@@ -318,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes.add_argument("--soak-trainings", type=int, default=3, help="training runs at the end (default 3)")
     modes.add_argument("--soak-minutes", type=float, default=180.0,
                        help="at most this long; the sessions stop at 70%% of it (default 180)")
+    modes.add_argument("--login", action="store_true", help="slider to figure signed in (--login oidc, a local "
+                       "provider) against a plain server, interleaved (explorer.bench.login_overhead)")
+    modes.add_argument("--login-moves", type=int, default=30, help="interleaved rounds of --login (default 30)")
     modes.add_argument("--load", action="store_true", help="10 users (5 training, 5 moving sliders) on 1, then 2 replicas")
     modes.add_argument("--load-moves", type=int, default=15, help="slider moves per slider user in --load (default 15)")
     args = parser.parse_args(argv)
@@ -328,6 +332,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from explorer.bench import soak
 
         return soak.main(args)
+    if args.login:
+        if async_playwright is None or not chromium_available():
+            print(f"--login needs Playwright and Chromium at {CHROMIUM}", file=sys.stderr)
+            return 2
+        if not 5 <= args.login_moves <= 500:
+            raise ValueError(f"--login-moves must be in [5, 500], got {args.login_moves}")
+        from explorer.bench import login_overhead
+
+        overhead = login_overhead.run(args.login_moves)
+        print(json.dumps(asdict(overhead) | {"ratio": overhead.ratio}, indent=2) if args.json else overhead.table())
+        return 0 if overhead.ratio <= login_overhead.TARGET_RATIO else 1
     if args.seconds < MIN_TRAIN_SECONDS:
         raise ValueError(f"--seconds must be >= {MIN_TRAIN_SECONDS:g} (users start, then the loaded moves run), got {args.seconds:g}")
     if not 1 <= args.sessions <= 20:

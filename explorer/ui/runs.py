@@ -30,6 +30,7 @@ from explorer.runs import links
 from explorer.runs.what_if import Histogram, what_if
 from explorer.state import runs as runs_state
 from explorer.state.runs import RunsState
+from explorer.ui import sign_in
 from explorer.ui.widgets import ReadyFigure, literal, page_link, show_figure
 from explorer.watch import run_folder
 from explorer.watch.run_folder import Run, RunNameError
@@ -627,12 +628,14 @@ def _view_file(name: str, link: str, step: int, layer: str, at_step: pd.DataFram
 
 # -- the page -----------------------------------------------------------------------------------------------------
 def _list_fragment() -> None:
+    sign_in.end_if_expired()  # a timer tick skips the page's gate
     _list_view()
     if _state().run:  # a run was opened from the list: the whole page shows it
         st.rerun(scope="app")
 
 
 def _run_fragment(root: Path, name: str, live: bool) -> None:
+    sign_in.end_if_expired()  # a timer tick skips the page's gate
     _run_view(root, name)
     if live and _state().run == name and _still_live(root, name) is False:
         st.rerun(scope="app")  # the run ended: the whole page says so, and the timer stops
