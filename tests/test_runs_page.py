@@ -283,3 +283,29 @@ def test_the_step_sliders_top_moves_a_few_times_in_a_runs_life():
     assert slider_top(10, 10_005, 10) == 10_010
     tops = {slider_top(0, last, 1) for last in range(1, 10_001)}
     assert tops == {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000}
+
+
+@pytest.mark.parametrize(("age_hours", "shown"), [(1, True), (13, False)])
+def test_the_self_refreshing_views_end_an_expired_sign_in(runs, monkeypatch, age_hours, shown):
+    """With --login, a refresh of the run's view or of the list (a fragment: it skips the page's gate) signs out a
+    sign-in older than the session limit (12 h by default) instead of showing the run."""
+    import os
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import serve
+    from explorer.serve import login
+    from tests.runs_fixtures import runs_app
+
+    for name in (login.MAX_SESSION_HOURS_ENV, login.ALLOWED_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(login.LOGIN_ENV, "oidc")
+    os.environ[serve.RUNS_ENV] = str(runs["root"])
+    app = AppTest.from_function(runs_app, default_timeout=120)
+    app.query_params["run"] = "clip-a"
+    app.user = {"is_logged_in": True, "email": "alice@example.com", "iat": time.time() - age_hours * 3600.0}
+    app.run()
+    assert not app.exception
+    assert bool(app.get("plotly_chart")) is shown
+    assert app.user["is_logged_in"] is shown
