@@ -22,6 +22,8 @@ from explorer.testing import assert_custom_gradient
 from tests.fixtures import crashing_ops
 from tests.processes import serving, started_children
 
+pytestmark = pytest.mark.slow  # every test starts worker processes (and kills them): minutes
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = "tests/fixtures/crashing_ops.py"
 CALL_SECONDS = 10  # a sweep or probe; the good function's first sweep (a trace) needs ~1 s
