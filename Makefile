@@ -31,10 +31,11 @@ run: $(VENV)/.runtime-installed
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
 # the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
-# --dist worksteal: each worker starts on its own half of the collection (whole modules, so a module's
-# fixtures are built once) and takes half of the other's queue when it runs dry (the slow tests at the end
-# are shared). --durations=30: the 30 slowest tests, to see where the time goes.
-XDIST := -n 2 --dist worksteal
+# --dist worksteal: each worker starts on its own half of the collection (whole modules, so a module's fixtures
+# are built on one worker, where `load` built many on both) and, when it runs dry, takes the end of the other's
+# queue. The all-slow modules are collected first (tests/conftest.py), so the long tests start at once.
+# --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
+XDIST ?= -n 2 --dist worksteal
 test: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30
