@@ -98,3 +98,29 @@ def test_pairs_before_a_deadline_keep_their_order():
     assert early.app_first == [False, True, False, True] and early.ended == [0.0, 1.0, 2.0, 3.0]
     assert early.app == run.app[:4] and early.floor == run.floor[:4]
     assert early.ratio == pytest.approx(TRUE_RATIO, rel=1e-12)
+
+
+def test_relative_spread_of_repeated_runs_by_hand():
+    """The issue's two quiet runs: 1.41 and 1.16 idle (1.41 / 1.16 - 1 = 21.6 %), 1.88 and 1.23 training (52.8 %)."""
+    assert browser.relative_spread([1.41, 1.16]) == pytest.approx(0.2155, abs=1e-4)
+    assert browser.relative_spread([1.88, 1.23]) == pytest.approx(0.5285, abs=1e-4)
+    holds = browser.relative_spread([1.20, 1.25, 1.30])
+    assert holds == pytest.approx(0.0833, abs=1e-4) and holds <= browser.RATIO_HOLDS_WITHIN
+    assert browser.relative_spread([1.3]) == 0.0
+    with pytest.raises(ValueError, match="positive values"):
+        browser.relative_spread([])
+
+
+def test_the_runs_summary_says_whether_each_ratio_holds():
+    def run(idle, training):
+        return browser.BenchResult(
+            sessions=5, train_seconds=300.0, peak_rss_bytes=1, peak_hwm_sum_bytes=1, latency_idle_median_s=0.1,
+            latency_loaded_median_s=0.2, latency_loaded_samples=[0.2], floor_idle_median_s=0.1,
+            floor_loaded_median_s=0.1, idle_vs_floor=idle, loaded_vs_floor=training, loaded_pairs_while_training="1 of 1",
+            users=[],
+        )  # fmt: skip
+
+    summary = browser._runs_summary([run(1.20, 1.88), run(1.25, 1.23), run(1.30, 1.50)])
+    idle, training = summary.splitlines()[1:]
+    assert idle.split() == ["idle", "1.20", "/", "1.25", "/", "1.30", "spread", "8%", "holds"]
+    assert training.split() == ["training", "1.88", "/", "1.23", "/", "1.50", "spread", "53%", "MOVES"]
