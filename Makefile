@@ -1,9 +1,10 @@
-# Two entry points: `make run` and `make test`. Both create .venv on first use.
+# Entry points: `make run`, `make test` (everything) and `make check` (the quick tier, for the edit-test loop).
+# All create .venv on first use. Tiers: docs/testing.md.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test e2e lint bench bench-browser verify clean
+.PHONY: run test check e2e lint bench bench-browser verify clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +33,19 @@ run: $(VENV)/.runtime-installed
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
 # the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
+# --dist worksteal: each worker starts on its own half of the collection (whole modules, so a module's fixtures
+# are built on one worker, where `load` built many on both) and, when it runs dry, takes the end of the other's
+# queue. The all-slow modules are collected first (tests/conftest.py), so the long tests start at once.
+# --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
+XDIST ?= -n 2 --dist worksteal
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -n 2 -m "not e2e"
-	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30
+	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30
+
+# The quick tier: unit and AppTest tests without `slow` (training, worker processes, subprocesses) and without
+# the browser, on both cores; a few minutes. `make test` runs these and everything else.
+check: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest $(XDIST) -m "not slow and not e2e" --durations=10
 
 e2e: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
