@@ -380,7 +380,7 @@ def vs_autodiff_directional(subject: Subject) -> Check:
     informative = [r for r in differs if abs(r["numerical"]) > tolerance["atol"]]
     if informative:
         text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, informative)
-        return result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, user.name)}")
+        return result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, subject.spec.key)}")
     return result(
         "vs_autodiff",
         "pass",

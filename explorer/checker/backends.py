@@ -389,14 +389,18 @@ def skip_rows(functions: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Sequence[str] | None,
-                 time_limit: float | None = None) -> list[dict[str, Any]]:
+                 time_limit: float | None = None, progress: Any = None) -> list[dict[str, Any]]:
     """verify's ``backends`` rows: with ``backends``, one per function of ``targets`` to compare
-    (:func:`functions_to_compare`) and per Keras layer of a module that has one (its forward and input gradient,
-    every backend given TensorFlow's weights), its ``backend`` the backends compared; without, :func:`skip_rows`."""
+    (:func:`functions_to_compare`, private names included) and per Keras layer of a module that has one (its
+    forward and input gradient, every backend given TensorFlow's weights), its ``backend`` the backends compared;
+    a discovered function that is not compared (written with ``tf.custom_gradient``) gets a ``skip`` row saying
+    why. Without ``backends``, :func:`skip_rows`. ``progress`` is told each row's start and verdict."""
     if backends is None:
         return skip_rows(functions)
     from explorer import worker
+    from explorer.checker.progress import SILENT
 
+    progress = SILENT if progress is None else progress
     limit = time_limit or worker.check_seconds()
     compared = ",".join(b for b in backends if installed(b))
     work: list[tuple[str, str, bool]] = []
@@ -409,11 +413,19 @@ def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Seq
                 continue
     names = [name for _, name, _ in work]
     rows = []
+    progress.add(len(work))
     for file, name, is_layer in work:
         label = name if names.count(name) == 1 else f"{file}:{name}"
+        progress.start(f"{label} on {compared}")
         found = check_backends(file, name, backends, time_limit=limit, layer=is_layer)
         rows.append({"op": label, "check": "backends", "level": found.level, "passed": found.passed,
                      "message": found.message, "backend": compared})
+        progress.done(f"{label} on {compared}", [found.level])
+    for item in functions:
+        if item.name not in names:
+            rows.append({"op": item.name, "check": "backends", "level": "skip", "passed": True, "backend": "tensorflow",
+                         "message": "not compared: written with tf.custom_gradient, which is TensorFlow's alone (only a "
+                         "keras.ops.custom_gradient function runs on JAX and torch)"})
     return rows
 
 

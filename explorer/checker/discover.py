@@ -164,11 +164,15 @@ DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "i
 
 def declarations(item: Found) -> dict[str, Any]:
     """The :func:`ops.from_function` keywords the function's module declares for it in
-    ``GRADIENT_EXPLORER = {"fn": {...}}`` (only :data:`DECLARED_KEYWORDS`; e.g. ``"input_shapes": [((4, 3),
+    ``GRADIENT_EXPLORER = {"fn": {...}}``, under its module-level name or its own ``__name__`` (a factory's
+    inner function: ``spike = make_spike(10.0)`` is found as "spike" and as the inner def's name) (only :data:`DECLARED_KEYWORDS`; e.g. ``"input_shapes": [((4, 3),
     (3,)), ((2, 5), (5,))]``). Empty if none; a value that is not a dict is ignored."""
     module = module_of(item.obj)
     table = getattr(module, DECLARATIONS, None)
-    declared = table.get(item.name) if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    own = getattr(ops.user.undecorated(item.obj), "__name__", None) if callable(item.obj) else None
+    declared = next((table[key] for key in (item.name, own) if key and isinstance(table.get(key), dict)), None)
     if not isinstance(declared, dict):
         return {}
     return {key: declared[key] for key in DECLARED_KEYWORDS if key in declared}
@@ -180,9 +184,15 @@ def declared_for(fn: Any) -> dict[str, Any]:
     module = module_of(fn)
     if module is None or not isinstance(getattr(module, DECLARATIONS, None), dict):
         return {}
-    names = [name for name, value in vars(module).items() if value is fn]
-    name = names[0] if names else getattr(ops.user.undecorated(fn), "__name__", "")
+    name = module_level_name(fn) or getattr(ops.user.undecorated(fn), "__name__", "")
     return declarations(Found(name, module.__name__, fn))
+
+
+def module_level_name(fn: Any) -> str | None:
+    """The name ``fn``'s module binds it to (``spike`` for ``spike = make_spike(10.0)``), None if it binds none."""
+    module = module_of(fn)
+    names = [name for name, value in vars(module).items() if value is fn] if module is not None else []
+    return names[0] if names else None
 
 
 def module_of(obj: Any) -> ModuleType | None:
