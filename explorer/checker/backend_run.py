@@ -202,7 +202,7 @@ def plan_for(target: str, name: str) -> dict[str, Any]:
     :data:`GRID`. Values are drawn as the checker draws them (seeded, in [-2, 2] or [0.1, 2])."""
     import ops
     from explorer.checker import discover
-    from ops.inputs import Assignment, find_inputs
+    from ops.inputs import Assignment, domains_for, find_inputs
 
     fn = getattr(load(target), name)
     inner = ops.user.undecorated(fn) if ops.is_custom_gradient(fn) else fn
@@ -216,8 +216,13 @@ def plan_for(target: str, name: str) -> dict[str, Any]:
             assignments = list(working)
         except Exception:  # noqa: BLE001 - a function TensorFlow cannot run: every backend tries the default
             assignments = []
-    if not assignments:
-        assignments = [Assignment(((4, 3),) * len(plan["inputs"]), "default")]
+    if not assignments:  # a plain function (compare_backends), or one TensorFlow cannot run: declared shapes or (4, 3)
+        declared = discover.declarations(discover.Found(name, load(target).__name__, fn))
+        shapes = declared.get("input_shapes") or [((4, 3),) * len(plan["inputs"])]
+        domains = domains_for(plan["inputs"], declared.get("domain"))
+        assignments = [Assignment(tuple(tuple(s) for s in each), "default", domains=domains) for each in shapes]
+    if any(a.domains for a in assignments):
+        plan["drawn"] = assignments[0].describe(plan["inputs"])
     chosen = []
     for assignment in assignments[:2]:
         dtype = "float16" if assignment.dtype == "float16" else "float32"  # float64 needs jax's x64 mode

@@ -159,7 +159,7 @@ def discover(target: str | Path) -> Discovered:
 
 
 DECLARATIONS = "GRADIENT_EXPLORER"  # module-level dict: function name -> from_function keywords (+ "name")
-DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")
+DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes", "domain")
 
 
 def declarations(item: Found) -> dict[str, Any]:
