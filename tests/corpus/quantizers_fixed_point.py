@@ -3,14 +3,17 @@
 Source: https://github.com/calad0i/quantizers, path src/quantizers/fixed_point/_fixed_point_ops.py,
 commit c2aa6127eff48ee989f4e81242952789b7507fe2. ``_clip`` is copied verbatim. ``_round_scaled`` is the body of
 ``rnd_mode``'s ``inner_wrapper`` copied verbatim, bound at module level with ``func = ops.floor`` (the 'TRN'
-mode) instead of inside the decorator factory. The justification below is ours (what the library's docstring
-says: "differentiable w.r.t. to the input and f"). The truth each test asserts is in tests/test_corpus.py.
+mode) instead of inside the decorator factory. The declaration below is ours (the shapes the library calls it
+with; the justification after its docstring: "differentiable w.r.t. to the input and f"). The truth each test asserts is in tests/test_corpus.py.
 """
 
 from keras import ops
 
-GRADIENT_EXPLORER = {
-    "_round_scaled": {"justification": "straight-through rounding; the fraction bits f learn from the rounding error"},
+GRADIENT_EXPLORER = {  # ours: how the library calls it (f broadcast to x's shape by its bw_to_x) and why
+    "_round_scaled": {
+        "justification": "straight-through rounding; the fraction bits f learn from the rounding error",
+        "input_shapes": [((4, 3), (4, 3))],
+    },
 }
 
 
