@@ -8,8 +8,10 @@ results, hand-listed names, and a fake clock and terminal for the progress lines
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,9 @@ from explorer.checker.common import Subject
 from explorer.checker.progress import SILENT, Progress, for_terminal
 from ops.inputs import LOWER_BOUND, UPPER_BOUND, Assignment, bound_pairs, domains_for
 from tests.corpus import pquant_pruning, quantizers_binary
+
+HAS_JAX = importlib.util.find_spec("jax") is not None
+HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _module(tmp_path, name: str, source: str):
@@ -284,3 +289,55 @@ def test_no_progress_with_json_or_off_a_terminal(monkeypatch):
     assert for_terminal(0, False, io.StringIO()) is SILENT
     monkeypatch.setattr("sys.stdout", io.StringIO())
     assert for_terminal(0, False, Terminal()) is SILENT
+
+
+# -- 6. second order and forward mode across backends ---------------------------------------------------------------
+CORPUS_DOCS = str(Path(__file__).resolve().parent / "corpus" / "keras_docstring.py")
+CORPUS_BINARY = str(Path(__file__).resolve().parent / "corpus" / "quantizers_binary.py")
+
+
+@pytest.fixture(scope="module")
+def backend_workers():
+    yield
+    backends.close_workers()
+
+
+def _higher(target: str, name: str, backend: str, which=("second", "forward")):
+    plan_ = backends._call("tensorflow", "plan_for", target, name, time_limit=300)
+    return plan_, backends._call(backend, "higher_once", target, name, plan_, list(which), time_limit=300)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (HAS_JAX and HAS_TORCH), reason="needs JAX and torch: pip install -e '.[backends]' torch")
+def test_torch_loses_log1pexps_second_derivative_and_jax_and_torch_refuse_forward_mode(backend_workers):
+    """d/dx of w·sigmoid(x)·u is w·u·s(1 - s) (w, u the fixed upstream and tangent); torch's backward reads e,
+    saved by its forward without a graph, so torch finds no path: None."""
+    plan_, on_tf = _higher(CORPUS_DOCS, "log1pexp", "tensorflow")
+    x = plan_["assignments"][0]["values"][0].astype(np.float64)
+    w = backend_run.upstream_for(x.shape, "float64")
+    sigmoid = 1.0 / (1.0 + np.exp(-x))
+    hand = w * w * sigmoid * (1.0 - sigmoid)
+    np.testing.assert_allclose(on_tf["second"], hand, rtol=1e-4)
+    np.testing.assert_allclose(on_tf["forward"], sigmoid * w, rtol=1e-4)  # TensorFlow's JVP of log(1 + e^x)
+    _, on_jax = _higher(CORPUS_DOCS, "log1pexp", "jax")
+    np.testing.assert_allclose(on_jax["second"], hand, rtol=1e-4)
+    assert "forward-mode" in on_jax["forward"]["error"]
+    _, on_torch = _higher(CORPUS_DOCS, "log1pexp", "torch")
+    assert on_torch["second"] is None and "jvp" in on_torch["forward"]["error"]
+    second, forward = backends.check_higher(CORPUS_DOCS, "log1pexp", ["tensorflow", "jax", "torch"],
+                                            ["second", "forward"])
+    assert second.name == "backends_second_order" and second.message.startswith("goes wrong on torch: torch gives None")
+    assert forward.name == "backends_forward_mode" and forward.message.startswith("goes wrong on jax and torch:")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (HAS_JAX and HAS_TORCH), reason="needs JAX and torch: pip install -e '.[backends]' torch")
+def test_a_backward_that_reads_only_its_input_keeps_the_second_derivative_everywhere(backend_workers):
+    """_binary_quantize's backward reads x itself: d/dx of w (1 - tanh(x)^2) u is -2 w u tanh(x) (1 - tanh(x)^2)."""
+    plan_, on_torch = _higher(CORPUS_BINARY, "_binary_quantize", "torch", ("second",))
+    x = plan_["assignments"][0]["values"][0].astype(np.float64)
+    w = backend_run.upstream_for(x.shape, "float64")
+    np.testing.assert_allclose(on_torch["second"], -2.0 * w * w * np.tanh(x) * (1.0 - np.tanh(x) ** 2), rtol=1e-4,
+                               atol=1e-6)
+    (second,) = backends.check_higher(CORPUS_BINARY, "_binary_quantize", ["tensorflow", "jax", "torch"], ["second"])
+    assert second.level == "pass"

@@ -442,6 +442,80 @@ def check_backends(target: str, name: str, backends: Sequence[str], *, time_limi
     return verdict(name, plan, results, missing)
 
 
+# -- beyond the first derivative across backends -------------------------------------------------------------
+HIGHER_ROWS = {"second": "backends_second_order", "forward": "backends_forward_mode"}
+HIGHER_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}  # float32, a derivative of a derivative
+
+
+def higher_verdicts(found: dict[str, dict[str, Any]], which: Sequence[str]) -> list[Check]:
+    """One row per kind of ``which`` ("second", "forward") from each backend's :func:`backend_run.higher_once`:
+    a backend that raises or refuses is named with its error; one that gives None or zeros where another gives
+    a second derivative loses it silently; two that give different values disagree."""
+    rows = []
+    for what in which:
+        name = HIGHER_ROWS[what]
+        got = {backend: results.get(what) for backend, results in found.items()}
+        errors = {b: v["error"] for b, v in got.items() if isinstance(v, dict)}
+        arrays = {b: np.asarray(v, np.float64) for b, v in got.items() if v is not None and not isinstance(v, dict)}
+        informative = {b: v for b, v in arrays.items() if np.abs(v).max(initial=0.0) > HIGHER_TOLERANCE["atol"]}
+        lost = [b for b in got if b not in errors and b not in informative] if informative else []
+        problems = [f"{b} raises {_cut(e, 140)}" for b, e in errors.items()]
+        problems += [f"{b} gives {'None' if got[b] is None else 'zeros'} where {_and(list(informative))} give(s) "
+                     f"{_summary(next(iter(informative.values())))}" for b in lost]
+        values = list(informative.items())
+        disagree = [b for b, v in values[1:] if v.shape != values[0][1].shape
+                    or not np.allclose(v, values[0][1], **HIGHER_TOLERANCE)]
+        problems += [f"{b} gives {_summary(informative[b])} where {values[0][0]} gives {_summary(values[0][1])}"
+                     for b in disagree]
+        wrong = [*errors, *lost, *disagree]
+        if what == "second":
+            why = ("a backend that loses it gives a gradient penalty, a Hessian-vector product or meta-learning "
+                   "nothing, silently (torch: the backward reads a value its forward computed, which autograd "
+                   "saved without its graph). Fix: compute what the backward needs from its inputs inside the "
+                   "backward (e = ops.exp(x) in grad), or take second derivatives on a backend that keeps them")
+            passed = "the second derivative through the custom gradient agrees on " + _and(list(got))
+        else:
+            why = ("a keras.ops.custom_gradient function is a custom VJP: JAX (custom_vjp) and torch "
+                   "(autograd.Function) refuse forward mode for it, TensorFlow takes the JVP of the forward's own "
+                   "ops. Fix: use reverse mode; a JVP is the double-VJP trick (the gradient of ⟨vjp(u), v⟩ "
+                   "with respect to u)")
+            passed = "forward mode (the JVP along a fixed tangent) agrees on " + _and(list(got))
+        if wrong:
+            rows.append(result(name, "warn", f"goes wrong on {_and(list(dict.fromkeys(wrong)))}: "
+                               f"{'; '.join(problems)}. Why it matters: {why}"))
+        elif not informative and not errors:
+            rows.append(result(name, "pass", f"{passed}: 0 (or None) everywhere, as the backward is constant in x"))
+        else:
+            rows.append(result(name, "pass", passed))
+    return rows
+
+
+def check_higher(target: str, name: str, backends: Sequence[str], which: Sequence[str], *,
+                 time_limit: float = 300.0) -> list[Check]:
+    """The ``backends_second_order`` / ``backends_forward_mode`` rows of function ``name`` of ``target``."""
+    from explorer import worker
+
+    usable = [b for b in backends if installed(b)]
+    if len(usable) < 2:
+        return [result(HIGHER_ROWS[w], "skip", "not compared: fewer than two backends installed") for w in which]
+    try:
+        plan = _call("tensorflow", "plan_for", target, name, time_limit=time_limit)
+    except Exception as error:  # noqa: BLE001
+        return [result(HIGHER_ROWS[w], "fail", f"not compared: finding its inputs failed: {error}") for w in which]
+
+    def one(backend: str) -> dict[str, Any]:
+        try:
+            return _call(backend, "higher_once", target, name, plan, list(which), time_limit=time_limit)
+        except worker.WorkerFailure as failure:
+            return {w: {"error": f"WorkerFailure: {failure.how}"} for w in which}
+        except Exception as error:  # noqa: BLE001
+            return {w: {"error": f"{type(error).__name__}: {error}"} for w in which}
+
+    with ThreadPoolExecutor(max_workers=len(usable)) as pool:
+        found = dict(zip(usable, pool.map(one, usable), strict=True))
+    return higher_verdicts(found, which)
+
+
 # -- verify's rows ------------------------------------------------------------------------------------------
 def _files(target: str) -> list[str]:
     """What ``discover`` imports for ``target``: a directory's ``*.py`` (not ``_*``), a ``.py`` file, a module."""
@@ -476,12 +550,15 @@ def skip_rows(functions: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Sequence[str] | None,
-                 time_limit: float | None = None, progress: Any = None) -> list[dict[str, Any]]:
+                 time_limit: float | None = None, progress: Any = None,
+                 forward_mode: bool = False) -> list[dict[str, Any]]:
     """verify's ``backends`` rows: with ``backends``, one per function of ``targets`` to compare
     (:func:`functions_to_compare`, private names included) and per Keras layer of a module that has one (its
     forward and input gradient, every backend given TensorFlow's weights), its ``backend`` the backends compared;
     a discovered function that is not compared (written with ``tf.custom_gradient``) gets a ``skip`` row saying
-    why. Without ``backends``, :func:`skip_rows`. ``progress`` is told each row's start and verdict."""
+    why; each function also gets ``backends_second_order`` (and, with ``forward_mode``, ``backends_forward_mode``):
+    a backend that loses the second derivative or refuses forward mode is named. Without ``backends``,
+    :func:`skip_rows`. ``progress`` is told each row's start and verdict."""
     if backends is None:
         return skip_rows(functions)
     from explorer import worker
@@ -504,10 +581,13 @@ def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Seq
     for file, name, is_layer in work:
         label = name if names.count(name) == 1 else f"{file}:{name}"
         progress.start(f"{label} on {compared}")
-        found = check_backends(file, name, backends, time_limit=limit, layer=is_layer)
-        rows.append({"op": label, "check": "backends", "level": found.level, "passed": found.passed,
-                     "message": found.message, "backend": compared})
-        progress.done(f"{label} on {compared}", [found.level])
+        found = [check_backends(file, name, backends, time_limit=limit, layer=is_layer)]
+        if not is_layer:
+            found += check_higher(file, name, backends, ["second", "forward"] if forward_mode else ["second"],
+                                  time_limit=limit)
+        rows += [{"op": label, "check": row.name, "level": row.level, "passed": row.passed,
+                  "message": row.message, "backend": compared} for row in found]
+        progress.done(f"{label} on {compared}", [row.level for row in found])
     for item in functions:
         if item.name not in names:
             rows.append({"op": item.name, "check": "backends", "level": "skip", "passed": True, "backend": "tensorflow",

@@ -175,7 +175,7 @@ def check_targets(
     if found.functions or backends:
         from explorer.checker import backends as across
 
-        rows += across.backend_rows(targets, found.functions, backends, progress=progress)
+        rows += across.backend_rows(targets, found.functions, backends, progress=progress, forward_mode=forward_mode)
     return pd.DataFrame(rows, columns=COLUMNS), problems
 
 
