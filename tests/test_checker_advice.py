@@ -341,3 +341,24 @@ def test_a_backward_that_reads_only_its_input_keeps_the_second_derivative_everyw
                                atol=1e-6)
     (second,) = backends.check_higher(CORPUS_BINARY, "_binary_quantize", ["tensorflow", "jax", "torch"], ["second"])
     assert second.level == "pass"
+
+
+def test_verify_on_a_terminal_shows_each_function_and_its_verdict_and_with_json_nothing(monkeypatch, capsys):
+    from explorer.checker import runner
+    from explorer.checker.common import Check
+
+    square = str(Path(__file__).resolve().parent.parent / "examples" / "square.py")
+    monkeypatch.setattr(plan, "check_function", lambda spec, /, **params: [Check("finite", True, "ok")])
+    monkeypatch.setattr(plan, "check_layer", lambda *args, **kwargs: [Check("keras_save", True, "no", "warn")])
+    monkeypatch.setattr(runner, "ISOLATE", False)  # the replaced checks exist in this process only
+    monkeypatch.setattr("sys.stdout", Terminal())
+    monkeypatch.setattr("sys.stderr", Terminal())
+    import sys
+
+    assert runner.main([square]) == 0
+    shown = sys.stderr.getvalue()
+    assert "[0/2] checking square_with_scaled_grad" in shown and "[1/2] square_with_scaled_grad: 1 pass" in shown
+    assert "[2/2] CustomSquareLayer: 1 warn" in shown
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert runner.main([square, "--json"]) == 0
+    assert "[" not in sys.stderr.getvalue()
