@@ -65,6 +65,20 @@ def test_private_keras_functions_are_compared_and_a_tf_only_function_gets_a_skip
     assert skipped and skipped[0]["level"] == "skip" and "tf.custom_gradient" in skipped[0]["message"]
 
 
+def test_a_private_module_of_a_folder_is_checked_too(tmp_path):
+    (tmp_path / "_fixed_point_ops.py").write_text(textwrap.dedent("""
+        import tensorflow as tf
+
+        @tf.custom_gradient
+        def _round_ste(x):
+            return tf.round(x), lambda dy: dy
+        """), encoding="utf-8")
+    (tmp_path / "__init__.py").write_text("raise RuntimeError('a package file is not a target')\n", encoding="utf-8")
+    found = discover.discover(str(tmp_path))
+    assert [f.name for f in found.functions] == ["_round_ste"] and not found.errors
+    assert backends._files(str(tmp_path)) == [str(tmp_path / "_fixed_point_ops.py")]
+
+
 # -- 5. hints name what works --------------------------------------------------------------------------------------
 FACTORY = """
     import tensorflow as tf

@@ -518,12 +518,13 @@ def check_higher(target: str, name: str, backends: Sequence[str], which: Sequenc
 
 # -- verify's rows ------------------------------------------------------------------------------------------
 def _files(target: str) -> list[str]:
-    """What ``discover`` imports for ``target``: a directory's ``*.py`` (not ``_*``), a ``.py`` file, a module."""
+    """What ``discover`` imports for ``target``: a directory's ``*.py`` (not ``__init__``/``__main__``), a ``.py``
+    file, a module."""
     from pathlib import Path
 
     path = Path(target)
     if path.is_dir():
-        return [str(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("_")]
+        return [str(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("__")]
     return [target]
 
 

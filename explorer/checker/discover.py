@@ -1,7 +1,7 @@
 """Find the custom-gradient functions and Keras layers in a user's code: :func:`discover`.
 
-A TARGET is a path to a ``.py`` file, a directory (its ``*.py`` files, not recursive; names starting
-with ``_`` are skipped) or an importable module name. Importing runs the module, which is the point:
+A TARGET is a path to a ``.py`` file, a directory (its ``*.py`` files, not recursive; ``__init__.py`` and
+``__main__.py`` are skipped, a private module such as ``_fixed_point_ops.py`` is not) or an importable module name. Importing runs the module, which is the point:
 it is the operator's own code, named on their own command line (or in ``GRADIENT_EXPLORER_OPS``).
 While a file is imported its directory is first on ``sys.path``, so it can import its neighbours.
 
@@ -140,7 +140,7 @@ def discover(target: str | Path) -> Discovered:
             return Discovered(errors=[LoadError(text, "FileNotFoundError", "no such file or directory")])
         if path.is_dir():
             result = Discovered()
-            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("__"))
             for file in files:
                 result.extend(_load(str(file), lambda file=file: _import_file(file.resolve())))
             if not result.functions and not result.layers and not result.errors:
