@@ -13,7 +13,7 @@ work. Finding them calls your code: the app does it in a worker process.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,20 +66,69 @@ def shape_text(shape: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Input shapes the function was found to accept, the rule they come from, and where values are drawn."""
+    """Input shapes the function was found to accept, the rule they come from, and where values are drawn:
+    uniform in [-2, 2] (``positive``: [0.1, 2]); an input with a declared ``domain`` in its (low, high); the
+    lower of a pair of bounds (:func:`bound_pairs`: ``min_value`` and ``max_value``) in [-2, -0.25] and the upper
+    in [0.25, 2], so that min <= max and some of [-2, 2] lies outside the range."""
 
     shapes: tuple[tuple[int, ...], ...]
     rule: str
     positive: bool = False  # values in [0.1, 2] (the forward is NaN for some in [-2, 2])
     dtype: str = "float64"  # the widest dtype the forward and backward run in
+    domains: tuple[tuple[float, float, str] | None, ...] = ()  # per input: (low, high, why) or None
 
     def values(self, seed: int) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
         lo = 0.1 if self.positive else -2.0
-        return [rng.uniform(lo, 2.0, size=shape) for shape in self.shapes]
+        domains = self.domains or (None,) * len(self.shapes)
+        return [rng.uniform(*(domain[:2] if domain else (lo, 2.0)), size=shape)
+                for shape, domain in zip(self.shapes, domains, strict=True)]
 
     def describe(self, names: Sequence[str]) -> str:
-        return ", ".join(f"{n} {shape_text(s)}" for n, s in zip(names, self.shapes, strict=True))
+        domains = self.domains or (None,) * len(self.shapes)
+        return ", ".join(
+            f"{n} {shape_text(s)}" + (f" in [{d[0]:g}, {d[1]:g}] ({d[2]})" if d else "")
+            for n, s, d in zip(names, self.shapes, domains, strict=True)
+        )
+
+
+LOWER_UPPER = (("min", "max"), ("lo", "hi"), ("low", "high"), ("lower", "upper"), ("left", "right"))
+LOWER_BOUND, UPPER_BOUND = (-2.0, -0.25), (0.25, 2.0)  # a bound pair's draws: ordered, with room outside
+
+
+def bound_pairs(names: Sequence[str]) -> list[tuple[int, int]]:
+    """``(lower, upper)`` input positions whose names differ only by min/max, lo/hi, low/high, lower/upper or
+    left/right as a word or a prefix or suffix (``min_value``/``max_value``, ``vmin``/``vmax``,
+    ``clip_value_min``/``clip_value_max``): a range the function needs ordered (a clip's bounds)."""
+    import re
+
+    pairs = []
+    for i, name in enumerate(names):
+        for lower, upper in LOWER_UPPER:
+            pattern = rf"(?:(?<=[_\W])|^|(?<=v)){lower}(?=[_\W]|$|s?_|vals?|_?val)"
+            if not re.search(pattern, name):
+                continue
+            partner = re.sub(pattern, upper, name, count=1)
+            if partner != name and partner in names:
+                pairs.append((i, list(names).index(partner)))
+    return pairs
+
+
+def domains_for(
+    inputs: Sequence[str], declared: Mapping[str, Sequence[float]] | None = None
+) -> tuple[tuple[float, float, str] | None, ...]:
+    """Per tensor input, where its values are drawn and why: the ``declared`` domain, a bound pair's side, else
+    None; () when every input is drawn the default way."""
+    declared = declared or {}
+    found: list[tuple[float, float, str] | None] = [None] * len(inputs)
+    for lower, upper in bound_pairs(inputs):
+        found[lower] = (*LOWER_BOUND, f"below {inputs[upper]}")
+        found[upper] = (*UPPER_BOUND, f"above {inputs[lower]}")
+    for index, name in enumerate(inputs):
+        if name in declared:
+            low, high = (float(v) for v in declared[name])
+            found[index] = (low, high, "its declared domain")
+    return tuple(found) if any(found) else ()
 
 
 @dataclass
@@ -108,7 +157,7 @@ def find_inputs(user: UserFunction, call: Callable[[Sequence[tf.Tensor]], Any]) 
     for rule, shapes in _candidates(user):
         found.tried.append(", ".join(shape_text(s) for s in shapes))
         for dtype in WIDEST_FIRST:
-            assignment = _try(rule, shapes, dtype, call, found, user.inputs)
+            assignment = _try(rule, shapes, dtype, call, found, user.inputs, domains_for(user.inputs, user.domain))
             if assignment is not None:
                 found.working.append(assignment)
                 break
@@ -126,9 +175,9 @@ def find_inputs(user: UserFunction, call: Callable[[Sequence[tf.Tensor]], Any]) 
     return found
 
 
-def _try(rule, shapes, dtype, call, found: Found, names) -> Assignment | None:
+def _try(rule, shapes, dtype, call, found: Found, names, domains=()) -> Assignment | None:
     for positive in (False, True):
-        assignment = Assignment(shapes, rule, positive, dtype)
+        assignment = Assignment(shapes, rule, positive, dtype, domains)
         where = assignment.describe(names)
         inputs = tensors(assignment.values(0), dtype)
         try:

@@ -83,6 +83,7 @@ class UserFunction:
     positional_flags: tuple[str, ...] = ()  # positional-only flags
     order: tuple[str, ...] = ()  # every positional name in signature order
     input_shapes: tuple[tuple[tuple[int, ...], ...], ...] = ()  # declared shape assignments (one shape per input)
+    domain: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # declared input -> (low, high)
 
     @property
     def name(self) -> str:
@@ -296,6 +297,26 @@ def _shapes(declared: Any, inputs: tuple[str, ...], op_key: str) -> tuple[tuple[
     return tuple(assignments)
 
 
+def _domain(declared: Any, inputs: tuple[str, ...], op_key: str) -> dict[str, tuple[float, float]]:
+    """``domain``: tensor input -> (low, high), both finite, low < high."""
+    if declared is None:
+        return {}
+    if not isinstance(declared, Mapping):
+        raise ValueError(f"{op_key}: domain must map a tensor input to (low, high), e.g. {{'{inputs[0]}': (0.1, 2.0)}}")
+    found = {}
+    for name, bounds in declared.items():
+        if name not in inputs:
+            raise ValueError(f"{op_key}: domain for {name!r}, not a tensor input; valid: {', '.join(inputs)}")
+        try:
+            low, high = (float(b) for b in bounds)
+        except (TypeError, ValueError):
+            raise ValueError(f"{op_key}: domain of {name} must be (low, high), two numbers; got {bounds!r}") from None
+        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+            raise ValueError(f"{op_key}: domain of {name} must be finite with low < high; got ({low}, {high})")
+        found[name] = (low, high)
+    return found
+
+
 def default_range(default: float) -> tuple[float, float]:
     """The slider range of an undeclared parameter: a factor :data:`RANGE_FACTOR` either side of the default."""
     if default == 0:
@@ -416,6 +437,7 @@ def from_function(
     justification: str | None = None,
     key: str | None = None,
     input_shapes: Iterable[Sequence[Sequence[int]]] | None = None,
+    domain: Mapping[str, Sequence[float]] | None = None,
 ) -> OpSpec:
     """An :class:`OpSpec` (family "yours") for your ``@tf.custom_gradient`` function ``fn``.
 
@@ -425,7 +447,9 @@ def from_function(
     ``justification`` says why the gradient is overridden (only a declaration does: fn's docstring is not
     one, see the module docstring); ``input_shapes`` the
     shape assignments to check a function of several inputs or a non-elementwise one at, one shape per
-    tensor input each (``[((4, 3), (3,)), ((2, 5), (5,))]``), tried instead of :data:`SHAPE_RULES`.
+    tensor input each (``[((4, 3), (3,)), ((2, 5), (5,))]``), tried instead of :data:`SHAPE_RULES`;
+    ``domain`` maps a tensor input to the ``(low, high)`` its values are drawn from (``{"scale": (0.1, 2)}``),
+    for a function defined on part of the line only.
     TypeError if ``fn`` is not a custom-gradient function; ValueError for a bad declaration.
     """
     if not is_custom_gradient(fn):
@@ -457,6 +481,7 @@ def from_function(
         positional_flags=signature.positional_flags,
         order=signature.order,
         input_shapes=_shapes(input_shapes, signature.inputs, op_key),
+        domain=_domain(domain, signature.inputs, op_key),
     )
     declared = _points(points, op_key)
     if forward is not None:

@@ -380,7 +380,7 @@ def vs_autodiff_directional(subject: Subject) -> Check:
     informative = [r for r in differs if abs(r["numerical"]) > tolerance["atol"]]
     if informative:
         text = "the custom gradient differs from the numerical one: " + _differences_text(user, rows, informative)
-        return result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, user.name)}")
+        return result("vs_autodiff", "warn", f"{text}{kink_note}. {undeclared_difference(user, subject.spec.key)}")
     return result(
         "vs_autodiff",
         "pass",
@@ -447,6 +447,7 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
 
     keras.utils.set_random_seed(0)
     batch, features = assignment.shapes[0][0], int(np.prod(assignment.shapes[0][1:], dtype=int))
+    spread = _across_bounds(assignment)
     probe = evaluate(call, tensors(assignment.values(4), "float32"))
     variables = probe.variables
     saved = [v.numpy() for v in variables]
@@ -462,6 +463,8 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
             x = tf.reshape(z, assignment.shapes[0])
             if assignment.positive:
                 x = tf.nn.softplus(x) + 0.1  # inside the domain
+            if spread is not None:  # x across and beyond a range's bounds: every gradient path gets elements
+                x = x + tf.constant(spread, x.dtype)
             return _flat(as_list(call([x, *[tf.convert_to_tensor(w) for w in self.extra]])), batch)
 
     class FitsVariables(keras.Model):
@@ -510,8 +513,14 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
     no_gradient = {name for name, grad in zip(_names(user, probe), [*probe.input_grads, *probe.variable_grads], strict=True) if grad is None}
     still = [name for name, flag in moved.items() if not flag and name not in no_gradient]
     where = f"inputs {assignment.describe(user.inputs)}"
+    if spread is not None:
+        where += f", x spread over [{fmt(spread.min())}, {fmt(spread.max())}] across the bounds"
     if no_gradient:
         where += f"; {', '.join(sorted(no_gradient))} has no gradient (None), so it is not trained"
+    conventions = _learns_elsewhere(user, assignment, call, still)
+    if conventions:
+        still = [name for name in still if name not in conventions]
+        where += "; " + "; ".join(conventions.values())
     if still:
         return result(
             "keras_fit",
@@ -525,6 +534,41 @@ def _fit_once(user, assignment: Assignment, call: Callable) -> Check:
         f"one Model.fit step: loss {fmt(loss)} after it (finite); every input's branch with a gradient moved "
         f"({where}){extra}",
     )
+
+
+def _across_bounds(assignment: Assignment) -> np.ndarray | None:
+    """For a function with a pair of bounds (a clip's min and max): an offset for x running evenly over
+    [-3, 3], so the fit's batch has elements below, inside and above any range drawn (ops.inputs.LOWER_BOUND,
+    UPPER_BOUND), and a bound learns in the one step; None for any other function (its batch as it was)."""
+    if not any(d and d[2].startswith(("below ", "above ")) for d in assignment.domains):
+        return None
+    shape = assignment.shapes[0]
+    return np.linspace(-3.0, 3.0, int(np.prod(shape, dtype=int))).reshape(shape)
+
+
+def _learns_elsewhere(user, assignment: Assignment, call: Callable, still: Sequence[str]) -> dict[str, str]:
+    """Of the inputs that did not move in the fit, those whose gradient is 0 at the fit's values but not for x
+    spread over [-4, 4] (a range that learns only from elements outside it, a threshold from those near it):
+    a convention of the function, said in words, not a problem. name -> the sentence."""
+    names = [name for name in still if name in user.inputs[1:]]
+    if not names:
+        return {}
+    values = assignment.values(5)
+    wide = np.linspace(-4.0, 4.0, values[0].size).reshape(values[0].shape)
+    at_fit = evaluate(call, tensors(values, "float32"))
+    spread = evaluate(call, tensors([wide, *values[1:]], "float32"))
+    found = {}
+    for name in names:
+        index = user.inputs.index(name)
+        here, there = at_fit.input_grads[index], spread.input_grads[index]
+        if here is None or there is None or np.any(here.numpy() != 0) or not np.any(there.numpy() != 0):
+            continue
+        found[name] = (
+            f"{name} learns only from some values of x (its gradient is 0 at this batch's x and not at x spread "
+            "over [-4, 4], e.g. a range that learns from the elements outside it): a convention of the function, "
+            "not a missing gradient"
+        )
+    return found
 
 
 @guarded("saved_model")

@@ -135,8 +135,8 @@ def keras_names_in(module: Any) -> list[str]:
     top, qualified = _keras_decorated(module, ast.parse(Path(path).read_text(encoding="utf-8")))
     names = []
     for name, value in vars(module).items():
-        if name.startswith("_") or not callable(value) or isinstance(value, type):
-            continue
+        if name.startswith("__") or not callable(value) or isinstance(value, type):
+            continue  # a private helper (_clip) is compared too: quantisation libraries write theirs so
         if name in top or (
             ops.is_custom_gradient(value) and getattr(ops.user.undecorated(value), "__qualname__", "") in qualified
         ):
@@ -202,7 +202,7 @@ def plan_for(target: str, name: str) -> dict[str, Any]:
     :data:`GRID`. Values are drawn as the checker draws them (seeded, in [-2, 2] or [0.1, 2])."""
     import ops
     from explorer.checker import discover
-    from ops.inputs import Assignment, find_inputs
+    from ops.inputs import Assignment, domains_for, find_inputs
 
     fn = getattr(load(target), name)
     inner = ops.user.undecorated(fn) if ops.is_custom_gradient(fn) else fn
@@ -216,8 +216,13 @@ def plan_for(target: str, name: str) -> dict[str, Any]:
             assignments = list(working)
         except Exception:  # noqa: BLE001 - a function TensorFlow cannot run: every backend tries the default
             assignments = []
-    if not assignments:
-        assignments = [Assignment(((4, 3),) * len(plan["inputs"]), "default")]
+    if not assignments:  # a plain function (compare_backends), or one TensorFlow cannot run: declared shapes or (4, 3)
+        declared = discover.declarations(discover.Found(name, load(target).__name__, fn))
+        shapes = declared.get("input_shapes") or [((4, 3),) * len(plan["inputs"])]
+        domains = domains_for(plan["inputs"], declared.get("domain"))
+        assignments = [Assignment(tuple(tuple(s) for s in each), "default", domains=domains) for each in shapes]
+    if any(a.domains for a in assignments):
+        plan["drawn"] = assignments[0].describe(plan["inputs"])
     chosen = []
     for assignment in assignments[:2]:
         dtype = "float16" if assignment.dtype == "float16" else "float32"  # float64 needs jax's x64 mode
@@ -404,3 +409,102 @@ def run_everywhere(
                 rows.append(run_once(target, name, plan, values, compiled, False, weights))
         results[mode] = rows
     return results
+
+
+# -- beyond the first derivative (the backends_second_order and backends_forward_mode rows) --------------------
+def higher_once(target: str, name: str, plan: dict[str, Any], which: Sequence[str]) -> dict[str, Any]:
+    """At the plan's first assignment, under this worker's backend: ``second`` (the gradient with respect to the
+    first input of the custom gradient contracted with :func:`upstream_for`, ⟨Jᵀw, u⟩: a gradient penalty's
+    second derivative; None when the backend finds no path) and ``forward`` (the JVP along u, forward mode);
+    each an array, None, or ``{"error": ...}``."""
+    import keras
+
+    kind = keras.backend.backend()
+    call = _caller(getattr(load(target), name), plan)
+    values = plan["assignments"][0]["values"]
+    tangents = [upstream_for(np.shape(v), str(np.asarray(v).dtype)) for v in values]
+    found: dict[str, Any] = {}
+    for what in which:
+        try:
+            if kind == "tensorflow":
+                got = _tf_second(call, values, tangents) if what == "second" else _tf_forward(call, values, tangents)
+            elif kind == "jax":
+                got = _jax_second(call, values, tangents) if what == "second" else _jax_forward(call, values, tangents)
+            else:
+                got = _torch_second(call, values, tangents) if what == "second" else _torch_forward(call, values, tangents)
+            found[what] = _as_numpy(got)
+        except Exception as error:  # noqa: BLE001 - what the user gets on this backend
+            found[what] = {"error": _first_line(error)}
+    return found
+
+
+def _tf_second(call, values, tangents):
+    import tensorflow as tf
+
+    xs = [tf.constant(v) for v in values]
+    with tf.GradientTape() as outer:
+        outer.watch(xs[0])
+        with tf.GradientTape() as inner:
+            for x in xs:
+                inner.watch(x)
+            outputs = _outputs(call(*xs))
+        ups = [tf.constant(upstream_for(o.shape, o.dtype.name)) for o in outputs]
+        grads = inner.gradient(outputs, xs, output_gradients=ups)
+        total = tf.add_n([tf.reduce_sum(g * t) for g, t in zip(grads, tangents, strict=True) if g is not None])
+    return outer.gradient(total, xs[0])
+
+
+def _tf_forward(call, values, tangents):
+    import tensorflow as tf
+
+    xs = [tf.constant(v) for v in values]
+    with tf.autodiff.ForwardAccumulator(xs, [tf.constant(t) for t in tangents]) as accumulator:
+        outputs = _outputs(call(*xs))
+    return accumulator.jvp(outputs[0])
+
+
+def _jax_second(call, values, tangents):
+    import jax
+    import jax.numpy as jnp
+
+    def contracted(first, *rest):
+        y, pullback = jax.vjp(lambda *a: call(*a), first, *rest)
+        outputs = _outputs(y)
+        ups = [upstream_for(o.shape, str(o.dtype)) for o in outputs]
+        grads = pullback(type(y)(ups) if isinstance(y, (list, tuple)) else ups[0])
+        return sum(jnp.sum(g * t) for g, t in zip(grads, tangents, strict=True) if g is not None)
+
+    return jax.grad(contracted)(*[jnp.asarray(v) for v in values])
+
+
+def _jax_forward(call, values, tangents):
+    import jax
+    import jax.numpy as jnp
+
+    _, out = jax.jvp(lambda *a: _outputs(call(*a))[0], tuple(jnp.asarray(v) for v in values),
+                     tuple(jnp.asarray(t) for t in tangents))
+    return out
+
+
+def _torch_second(call, values, tangents):
+    import torch
+
+    xs = [torch.tensor(v, requires_grad=True) for v in values]
+    outputs = _outputs(call(*xs))
+    ups = [torch.from_numpy(upstream_for(tuple(o.shape), str(o.dtype).removeprefix("torch."))) for o in outputs]
+    grads = torch.autograd.grad(outputs, xs, grad_outputs=ups, create_graph=True, allow_unused=True)
+    total = sum((g * torch.from_numpy(t)).sum() for g, t in zip(grads, tangents, strict=True) if g is not None)
+    if not getattr(total, "requires_grad", False):
+        return None  # no path from the inputs to the gradient: the second derivative is lost
+    (second,) = torch.autograd.grad(total, [xs[0]], allow_unused=True)
+    return second
+
+
+def _torch_forward(call, values, tangents):
+    import torch
+    import torch.autograd.forward_ad as fwd
+
+    with fwd.dual_level():
+        xs = [fwd.make_dual(torch.tensor(v), torch.from_numpy(t)) for v, t in zip(values, tangents, strict=True)]
+        output = _outputs(call(*xs))[0]
+        return fwd.unpack_dual(output).tangent

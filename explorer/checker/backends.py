@@ -42,6 +42,18 @@ RUN = "explorer.checker.backend_run"
 # (how the difference shows, the likely cause, the fix), the first that matches is given
 CAUSES: tuple[tuple[str, str, str], ...] = (
     (
+        "required keyword-only argument: 'upstream'",
+        "the backward requires upstream as a keyword, def grad(*args, upstream): only Keras's torch backend passes "
+        "upstream=dy, TensorFlow and JAX call grad(dy)",
+        "write the backward as def grad(*args, upstream=None) with dy = args[-1] if upstream is None else upstream",
+    ),
+    (
+        "Cannot convert [^ ]+ to EagerTensor of dtype int",
+        "arithmetic between a float and ops.size or ops.shape: TensorFlow gives an int32 tensor there (and refuses "
+        "int32 * 0.5), JAX and torch a Python int",
+        "take the size from the static shape (math.prod(x.shape)) or cast it: ops.cast(ops.size(x), x.dtype)",
+    ),
+    (
         "multiple values for argument 'upstream'",
         "the backward is written TensorFlow's way, grad(upstream): Keras's torch backend calls "
         "grad(*inputs, upstream=dy)",
@@ -71,9 +83,16 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
         "use ops.where, ops.minimum or ops.maximum instead of if",
     ),
     (
-        "has shape",
-        "the backward returns a gradient of another shape than its input (mean(upstream), a scalar): TensorFlow "
-        "accepts it silently, JAX and torch refuse it",
+        "wider",
+        "the backward returns a gradient wider than its input: the upstream's shape for an input that was "
+        "broadcast (a scalar or per-channel bound of a clip, a bias), not summed back",
+        "sum the gradient over the axes the input was broadcast along, back to its shape: for a scalar input "
+        "dmin = ops.sum(dmin); in general g = ops.reshape(ops.sum(g, axis=axes), ops.shape(v)) with axes the "
+        "leading axes and those where v has size 1",
+    ),
+    (
+        "narrower",
+        "the backward returns a gradient narrower than its input (mean(upstream), a scalar for a vector input)",
         "return a gradient of the input's shape: ops.broadcast_to(g, ops.shape(x))",
     ),
     (
@@ -163,6 +182,7 @@ class Difference:
     what: str
     gets: str
     kind: str
+    detail: str = ""  # a shape difference: "wider" (more elements than the input) or "narrower"
 
     @property
     def place(self) -> str:
@@ -209,7 +229,8 @@ def _compare_arrays(what: str, got: np.ndarray | None, ref: np.ndarray | None, e
     if got is None:
         return ("missing", f"no {what} (None)") if ref is not None else None
     if expected is not None and got.shape != expected.shape:
-        return "shape", f"{what} has shape {_shape(got)}, its input {_shape(expected)}"
+        kind = "shape wider" if got.size > expected.size else "shape narrower"
+        return kind, f"{what} has shape {_shape(got)}, its input {_shape(expected)}"
     if expected is not None and got.dtype != expected.dtype:
         return "dtype", f"{what} has dtype {got.dtype}, its input {expected.dtype}"
     bad = np.isnan(got) & (np.ones_like(got, bool) if ref is None or ref.shape != got.shape else ~np.isnan(ref))
@@ -267,13 +288,18 @@ def _differences(backend, mode, got, ref, inputs, names, ref_place) -> list[Diff
         what = "the output" if len(outputs) == 1 else f"output {number}"
         differs = _compare_arrays(what, output, ref_output, None, ref_place)
         if differs:
-            found.append(Difference(backend, mode, what, differs[1], differs[0]))
+            found.append(_difference(backend, mode, what, *differs))
     for name, value, grad, ref_grad in zip(names, inputs, got["gradients"], ref["gradients"], strict=False):
         what = f"gradient of {name}"
         differs = _compare_arrays(what, grad, ref_grad, value, ref_place)
         if differs:
-            found.append(Difference(backend, mode, what, differs[1], differs[0]))
+            found.append(_difference(backend, mode, what, *differs))
     return found
+
+
+def _difference(backend: str, mode: str, what: str, kind: str, gets: str) -> Difference:
+    kind, _, detail = kind.partition(" ")
+    return Difference(backend, mode, what, gets, kind, detail)
 
 
 def cause_and_fix(differences: Sequence[Difference], plan: dict[str, Any], outputs: int) -> tuple[str, str]:
@@ -291,9 +317,8 @@ def cause_and_fix(differences: Sequence[Difference], plan: dict[str, Any], outpu
         elif marker == "NaN":
             if any(d.kind == "nan" for d in differences):
                 return cause, fix
-        elif marker == "has shape":
-            if any(d.kind == "shape" for d in differences) or re.search(r"invalid gradient|same type|Incompatible shapes",
-                                                                          texts):
+        elif marker in ("wider", "narrower"):
+            if any(d.kind == "shape" and d.detail == marker for d in differences):
                 return cause, fix
         elif marker == "dtype":
             if any(d.kind == "dtype" for d in differences):
@@ -303,7 +328,12 @@ def cause_and_fix(differences: Sequence[Difference], plan: dict[str, Any], outpu
                 return cause, fix
         elif re.search(marker, texts):
             return cause, fix
-    return "the backends treat this function differently", "make it agree with TensorFlow eager"
+    if re.search(r"invalid gradient|same type|Incompatible shapes", texts):
+        return ("a gradient of another shape than its input", "return each input's gradient in that input's shape "
+                "(sum over broadcast axes where it is wider, ops.broadcast_to where it is narrower)")
+    return ("the backends compute this function differently (see what each does, after Compared)",
+            "write the forward and the backward with keras.ops only, so that no backend takes its own path; the "
+            "backend that goes wrong is named first")
 
 
 def _cut(text: str, limit: int = 170) -> str:
@@ -317,6 +347,8 @@ def verdict(name: str, plan: dict[str, Any], results: dict[str, dict[str, list[d
     skipped = [f"{backend} {COMPILED[backend]}: {got[0]['skipped']}" for backend, modes in results.items()
                for mode, got in modes.items() if got and "skipped" in got[0]]
     notes = [f"{b} not installed ({INSTALL[b]})" for b in missing] + [f"skipped {s}" for s in skipped]
+    if plan.get("drawn"):  # a declared domain or an ordered pair of bounds: say where the inputs came from
+        notes.append(f"inputs drawn as {plan['drawn']}")
     note = f" ({'; '.join(notes)})" if notes else ""
     differences = compare(plan, results)
     if not differences:
@@ -330,11 +362,66 @@ def verdict(name: str, plan: dict[str, Any], results: dict[str, dict[str, list[d
     outputs = max((len(r.get("outputs", [])) for modes in results.values() for rows in modes.values() for r in rows),
                   default=1)
     cause, fix = cause_and_fix(differences, plan, outputs)
+    wrong = blame(differences, results)
     shown = "; ".join(f"{d.place}: {_cut(d.gets)}" for d in differences[:6])
     more = f" (and {len(differences) - 6} more)" if len(differences) > 6 else ""
-    return result("backends", "fail", f"differs on {', '.join(dict.fromkeys(d.place for d in differences))} "
-                  f"(reference: {next(iter(results))} eager). {shown}{more}. Likely cause: {cause}. "
-                  f"Fix: {fix}. Compared: {compared}{note}")
+    if wrong:
+        head = f"goes wrong on {_and(wrong)}"
+    else:
+        head = f"the backends disagree ({', '.join(dict.fromkeys(d.place for d in differences))})"
+    each = "; ".join(f"{backend}: {what}" for backend, what in what_each_does(differences, results).items())
+    return result("backends", "fail", f"{head} (compared with {next(iter(results))} eager). {shown}{more}. Likely "
+                  f"cause: {cause}. Fix: {fix}. Compared: {compared}; what each does: {each}{note}")
+
+
+def _and(names: Sequence[str]) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _raises(modes: dict[str, list[dict]], mode: str = "eager") -> str | None:
+    return next((r["error"] for r in modes.get(mode, []) if "error" in r), None)
+
+
+def blame(differences: Sequence[Difference], results: dict[str, dict[str, list[dict]]]) -> list[str]:
+    """The backends that go wrong, whatever the reference: one that raises where another runs (the reference
+    too), gives NaN without an error, or a gradient of another shape or dtype than its input. A difference of
+    values alone blames nobody: who is right is the function's convention (a tie of a max), not a backend's."""
+    backends = list(results)
+    wrong: dict[str, None] = {}
+    for difference in differences:
+        if difference.kind == "runs":
+            wrong[backends[0]] = None  # the reference raises where this backend runs
+        elif difference.kind in ("error", "nan", "shape", "dtype", "missing"):
+            wrong[difference.backend] = None
+    if any(_raises(results[b]) is None for b in backends):  # raising as the reference does is wrong too
+        for backend in backends:
+            if _raises(results[backend]) is not None:
+                wrong[backend] = None
+    return [backend for backend in backends if backend in wrong]
+
+
+def what_each_does(differences: Sequence[Difference], results: dict[str, dict[str, list[dict]]]) -> dict[str, str]:
+    """Per backend, in words, what the user gets eagerly (and compiled, where that differs): it raises, returns a
+    gradient of another shape, dtype or NaN, or runs giving each gradient its input's shape and dtype."""
+    said = {}
+    for backend, modes in results.items():
+        parts = []
+        for mode in MODES:
+            place = f"{backend} eager" if mode == "eager" else COMPILED[backend]
+            error = _raises(modes, mode)
+            own = [d.gets for d in differences if d.backend == backend and d.mode == mode
+                   and d.kind in ("nan", "shape", "dtype", "missing")]
+            if error:
+                parts.append(f"{place} raises {_cut(error, 110)}")
+            elif own:
+                parts.append(f"{place} returns {'; '.join(_cut(g, 110) for g in dict.fromkeys(own))}")
+            elif any("skipped" in r for r in modes.get(mode, [])):
+                continue
+            elif mode == "eager" or parts and "runs" not in parts[0]:
+                parts.append(f"{place} runs, each gradient of its input's shape and dtype")
+        said[backend] = ", ".join(parts)
+    return said
 
 
 def check_backends(target: str, name: str, backends: Sequence[str], *, time_limit: float = 300.0,
@@ -355,14 +442,89 @@ def check_backends(target: str, name: str, backends: Sequence[str], *, time_limi
     return verdict(name, plan, results, missing)
 
 
+# -- beyond the first derivative across backends -------------------------------------------------------------
+HIGHER_ROWS = {"second": "backends_second_order", "forward": "backends_forward_mode"}
+HIGHER_TOLERANCE = {"rtol": 1e-3, "atol": 1e-5}  # float32, a derivative of a derivative
+
+
+def higher_verdicts(found: dict[str, dict[str, Any]], which: Sequence[str]) -> list[Check]:
+    """One row per kind of ``which`` ("second", "forward") from each backend's :func:`backend_run.higher_once`:
+    a backend that raises or refuses is named with its error; one that gives None or zeros where another gives
+    a second derivative loses it silently; two that give different values disagree."""
+    rows = []
+    for what in which:
+        name = HIGHER_ROWS[what]
+        got = {backend: results.get(what) for backend, results in found.items()}
+        errors = {b: v["error"] for b, v in got.items() if isinstance(v, dict)}
+        arrays = {b: np.asarray(v, np.float64) for b, v in got.items() if v is not None and not isinstance(v, dict)}
+        informative = {b: v for b, v in arrays.items() if np.abs(v).max(initial=0.0) > HIGHER_TOLERANCE["atol"]}
+        lost = [b for b in got if b not in errors and b not in informative] if informative else []
+        problems = [f"{b} raises {_cut(e, 140)}" for b, e in errors.items()]
+        problems += [f"{b} gives {'None' if got[b] is None else 'zeros'} where {_and(list(informative))} give(s) "
+                     f"{_summary(next(iter(informative.values())))}" for b in lost]
+        values = list(informative.items())
+        disagree = [b for b, v in values[1:] if v.shape != values[0][1].shape
+                    or not np.allclose(v, values[0][1], **HIGHER_TOLERANCE)]
+        problems += [f"{b} gives {_summary(informative[b])} where {values[0][0]} gives {_summary(values[0][1])}"
+                     for b in disagree]
+        wrong = [*errors, *lost, *disagree]
+        if what == "second":
+            why = ("a backend that loses it gives a gradient penalty, a Hessian-vector product or meta-learning "
+                   "nothing, silently (torch: the backward reads a value its forward computed, which autograd "
+                   "saved without its graph). Fix: compute what the backward needs from its inputs inside the "
+                   "backward (e = ops.exp(x) in grad), or take second derivatives on a backend that keeps them")
+            passed = "the second derivative through the custom gradient agrees on " + _and(list(got))
+        else:
+            why = ("a keras.ops.custom_gradient function is a custom VJP: JAX (custom_vjp) and torch "
+                   "(autograd.Function) refuse forward mode for it, TensorFlow takes the JVP of the forward's own "
+                   "ops. Fix: use reverse mode; a JVP is the double-VJP trick (the gradient of ⟨vjp(u), v⟩ "
+                   "with respect to u)")
+            passed = "forward mode (the JVP along a fixed tangent) agrees on " + _and(list(got))
+        if wrong:
+            rows.append(result(name, "warn", f"goes wrong on {_and(list(dict.fromkeys(wrong)))}: "
+                               f"{'; '.join(problems)}. Why it matters: {why}"))
+        elif not informative and not errors:
+            rows.append(result(name, "pass", f"{passed}: 0 (or None) everywhere, as the backward is constant in x"))
+        else:
+            rows.append(result(name, "pass", passed))
+    return rows
+
+
+def check_higher(target: str, name: str, backends: Sequence[str], which: Sequence[str], *,
+                 time_limit: float = 300.0) -> list[Check]:
+    """The ``backends_second_order`` / ``backends_forward_mode`` rows of function ``name`` of ``target``."""
+    from explorer import worker
+
+    usable = [b for b in backends if installed(b)]
+    if len(usable) < 2:
+        return [result(HIGHER_ROWS[w], "skip", "not compared: fewer than two backends installed") for w in which]
+    try:
+        plan = _call("tensorflow", "plan_for", target, name, time_limit=time_limit)
+    except Exception as error:  # noqa: BLE001
+        return [result(HIGHER_ROWS[w], "fail", f"not compared: finding its inputs failed: {error}") for w in which]
+
+    def one(backend: str) -> dict[str, Any]:
+        try:
+            return _call(backend, "higher_once", target, name, plan, list(which), time_limit=time_limit)
+        except worker.WorkerFailure as failure:
+            return {w: {"error": f"WorkerFailure: {failure.how}"} for w in which}
+        except Exception as error:  # noqa: BLE001
+            return {w: {"error": f"{type(error).__name__}: {error}"} for w in which}
+
+    with ThreadPoolExecutor(max_workers=len(usable)) as pool:
+        found = dict(zip(usable, pool.map(one, usable), strict=True))
+    return higher_verdicts(found, which)
+
+
 # -- verify's rows ------------------------------------------------------------------------------------------
 def _files(target: str) -> list[str]:
-    """What ``discover`` imports for ``target``: a directory's ``*.py`` (not ``_*``), a ``.py`` file, a module."""
+    """What ``discover`` imports for ``target``: a directory's ``*.py`` (not ``__init__``/``__main__``), a ``.py``
+    file, a module."""
     from pathlib import Path
 
     path = Path(target)
     if path.is_dir():
-        return [str(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("_")]
+        return [str(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("__")]
     return [target]
 
 
@@ -389,14 +551,21 @@ def skip_rows(functions: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Sequence[str] | None,
-                 time_limit: float | None = None) -> list[dict[str, Any]]:
+                 time_limit: float | None = None, progress: Any = None,
+                 forward_mode: bool = False) -> list[dict[str, Any]]:
     """verify's ``backends`` rows: with ``backends``, one per function of ``targets`` to compare
-    (:func:`functions_to_compare`) and per Keras layer of a module that has one (its forward and input gradient,
-    every backend given TensorFlow's weights), its ``backend`` the backends compared; without, :func:`skip_rows`."""
+    (:func:`functions_to_compare`, private names included) and per Keras layer of a module that has one (its
+    forward and input gradient, every backend given TensorFlow's weights), its ``backend`` the backends compared;
+    a discovered function that is not compared (written with ``tf.custom_gradient``) gets a ``skip`` row saying
+    why; each function also gets ``backends_second_order`` (and, with ``forward_mode``, ``backends_forward_mode``):
+    a backend that loses the second derivative or refuses forward mode is named. Without ``backends``,
+    :func:`skip_rows`. ``progress`` is told each row's start and verdict."""
     if backends is None:
         return skip_rows(functions)
     from explorer import worker
+    from explorer.checker.progress import SILENT
 
+    progress = SILENT if progress is None else progress
     limit = time_limit or worker.check_seconds()
     compared = ",".join(b for b in backends if installed(b))
     work: list[tuple[str, str, bool]] = []
@@ -409,11 +578,22 @@ def backend_rows(targets: Sequence[str], functions: Sequence[Any], backends: Seq
                 continue
     names = [name for _, name, _ in work]
     rows = []
+    progress.add(len(work))
     for file, name, is_layer in work:
         label = name if names.count(name) == 1 else f"{file}:{name}"
-        found = check_backends(file, name, backends, time_limit=limit, layer=is_layer)
-        rows.append({"op": label, "check": "backends", "level": found.level, "passed": found.passed,
-                     "message": found.message, "backend": compared})
+        progress.start(f"{label} on {compared}")
+        found = [check_backends(file, name, backends, time_limit=limit, layer=is_layer)]
+        if not is_layer:
+            found += check_higher(file, name, backends, ["second", "forward"] if forward_mode else ["second"],
+                                  time_limit=limit)
+        rows += [{"op": label, "check": row.name, "level": row.level, "passed": row.passed,
+                  "message": row.message, "backend": compared} for row in found]
+        progress.done(f"{label} on {compared}", [row.level for row in found])
+    for item in functions:
+        if item.name not in names:
+            rows.append({"op": item.name, "check": "backends", "level": "skip", "passed": True, "backend": "tensorflow",
+                         "message": "not compared: written with tf.custom_gradient, which is TensorFlow's alone (only a "
+                         "keras.ops.custom_gradient function runs on JAX and torch)"})
     return rows
 
 

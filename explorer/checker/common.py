@@ -185,7 +185,7 @@ def passed_text(user: ops.user.UserFunction, used: Mapping[str, float], flags: M
 def undeclared_difference(user: ops.user.UserFunction | None, key: str) -> str:
     """The end of a ``vs_autodiff`` warning for a difference nobody declared: the docstring quoted as context
     (it declares nothing) and the one line that declares a justification."""
-    name = key if user is None else user.name
+    name = key  # the key the declaration is read under (the module-level name verify and the guardrail use)
     docstring = "" if user is None else user.docstring
     if len(docstring) > 120:
         docstring = docstring[:117] + "..."

@@ -1,7 +1,7 @@
 """Find the custom-gradient functions and Keras layers in a user's code: :func:`discover`.
 
-A TARGET is a path to a ``.py`` file, a directory (its ``*.py`` files, not recursive; names starting
-with ``_`` are skipped) or an importable module name. Importing runs the module, which is the point:
+A TARGET is a path to a ``.py`` file, a directory (its ``*.py`` files, not recursive; ``__init__.py`` and
+``__main__.py`` are skipped, a private module such as ``_fixed_point_ops.py`` is not) or an importable module name. Importing runs the module, which is the point:
 it is the operator's own code, named on their own command line (or in ``GRADIENT_EXPLORER_OPS``).
 While a file is imported its directory is first on ``sys.path``, so it can import its neighbours.
 
@@ -140,7 +140,7 @@ def discover(target: str | Path) -> Discovered:
             return Discovered(errors=[LoadError(text, "FileNotFoundError", "no such file or directory")])
         if path.is_dir():
             result = Discovered()
-            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            files = sorted(p for p in path.glob("*.py") if not p.name.startswith("__"))
             for file in files:
                 result.extend(_load(str(file), lambda file=file: _import_file(file.resolve())))
             if not result.functions and not result.layers and not result.errors:
@@ -159,16 +159,20 @@ def discover(target: str | Path) -> Discovered:
 
 
 DECLARATIONS = "GRADIENT_EXPLORER"  # module-level dict: function name -> from_function keywords (+ "name")
-DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes")
+DECLARED_KEYWORDS = ("forward", "points", "ranges", "title", "justification", "input_shapes", "domain")
 
 
 def declarations(item: Found) -> dict[str, Any]:
     """The :func:`ops.from_function` keywords the function's module declares for it in
-    ``GRADIENT_EXPLORER = {"fn": {...}}`` (only :data:`DECLARED_KEYWORDS`; e.g. ``"input_shapes": [((4, 3),
+    ``GRADIENT_EXPLORER = {"fn": {...}}``, under its module-level name or its own ``__name__`` (a factory's
+    inner function: ``spike = make_spike(10.0)`` is found as "spike" and as the inner def's name) (only :data:`DECLARED_KEYWORDS`; e.g. ``"input_shapes": [((4, 3),
     (3,)), ((2, 5), (5,))]``). Empty if none; a value that is not a dict is ignored."""
     module = module_of(item.obj)
     table = getattr(module, DECLARATIONS, None)
-    declared = table.get(item.name) if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    own = getattr(ops.user.undecorated(item.obj), "__name__", None) if callable(item.obj) else None
+    declared = next((table[key] for key in (item.name, own) if key and isinstance(table.get(key), dict)), None)
     if not isinstance(declared, dict):
         return {}
     return {key: declared[key] for key in DECLARED_KEYWORDS if key in declared}
@@ -180,9 +184,15 @@ def declared_for(fn: Any) -> dict[str, Any]:
     module = module_of(fn)
     if module is None or not isinstance(getattr(module, DECLARATIONS, None), dict):
         return {}
-    names = [name for name, value in vars(module).items() if value is fn]
-    name = names[0] if names else getattr(ops.user.undecorated(fn), "__name__", "")
+    name = module_level_name(fn) or getattr(ops.user.undecorated(fn), "__name__", "")
     return declarations(Found(name, module.__name__, fn))
+
+
+def module_level_name(fn: Any) -> str | None:
+    """The name ``fn``'s module binds it to (``spike`` for ``spike = make_spike(10.0)``), None if it binds none."""
+    module = module_of(fn)
+    names = [name for name, value in vars(module).items() if value is fn] if module is not None else []
+    return names[0] if names else None
 
 
 def module_of(obj: Any) -> ModuleType | None:

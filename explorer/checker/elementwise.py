@@ -447,8 +447,15 @@ def _special_points_verdict(subject: Subject) -> Check:
     table = points_of(subject)
     status = table["status"].astype(str)
 
-    def listing(rows) -> str:
-        return ", ".join(f"x = {fmt(r.x)} ({r.kind})" for r in rows.head(4).itertuples())
+    def listing(rows, limit: int = 8) -> str:
+        """Every jump and boundary (a surrogate's design choices, each worth a look), the other points up to
+        ``limit`` in all, and how many more there are."""
+        order = rows["kind"].astype(str).isin(["jump", "boundary"]).map({True: 0, False: 1})
+        shown = rows.assign(_first=order.to_numpy()).sort_values(["_first", "x"], kind="stable")
+        shown = shown[(shown["_first"] == 0) | (np.arange(len(shown)) < limit)].sort_values("x", kind="stable")
+        more = len(rows) - len(shown)
+        return ", ".join(f"x = {fmt(r.x)} ({r.kind})" for r in shown.itertuples()) + (
+            f" and {more} more" if more else "")
 
     if len(table) == 0:
         return result("special_points", "pass", f"none declared, none detected in [{lo:g}, {hi:g}]")

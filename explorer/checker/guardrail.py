@@ -70,7 +70,9 @@ def _checks(fn_or_layer: Callable[..., Any] | type, declarations: dict[str, Any]
     forward_mode = bool(declarations.pop("forward_mode", False))
     from explorer.checker import discover
 
-    spec = ops.from_function(fn_or_layer, **{**discover.declared_for(fn_or_layer), **declarations})
+    key = discover.module_level_name(fn_or_layer)  # the name GRADIENT_EXPLORER is read under, and hints name
+    named = {"key": key} if key else {}
+    spec = ops.from_function(fn_or_layer, **{**named, **discover.declared_for(fn_or_layer), **declarations})
     return plan.check_function(spec, time_limit=time_limit, forward_mode=forward_mode, **params)
 
 

@@ -37,6 +37,7 @@ SECOND_TOLERANCE = {
     "float32": {"rtol": 2e-2, "atol": 2e-3},
 }  # the second derivative against central differences of the first
 SETTLED = {"rtol": 1e-2, "atol": 1e-5}  # steps h and h/10 (and the one-sided ones) agree: smooth there
+NOISE_ULPS = 4.0  # a difference of two rounded gradients is off by up to 2 ulps of each
 ZERO_SECOND = 1e-5  # a reference second derivative this small is 0 (None is then right)
 JVP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}  # uᵀ(Jv) against (uᵀJ)v, one float32/64 computation each
 NONE_CAUSE = (
@@ -82,8 +83,10 @@ def second_through(call: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor) -> tupl
 
 
 def central_second(call: Callable[[tf.Tensor], tf.Tensor], x: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """The derivative of the custom gradient by central differences (step h) and where it is smooth (steps h
-    and h/10 agree, and so do the one-sided ones at h: no kink or jump of the custom gradient)."""
+    """The derivative of the custom gradient by central differences (step h) and where it is smooth: steps h and
+    h/10 agree, and the one-sided differences' gap shrinks with the step (h·g'' at a smooth point, the same
+    slope change at a kink of the custom gradient). Each comparison allows the dtype's rounding noise of g
+    divided by the step (:func:`rounding_noise`), so a smooth float32 gradient is not read as kinked."""
     h = STEPS[dtype]
     shifts = np.array([-h, h, -h / 10, h / 10, 0.0])
     moved = (x[None, :] + shifts[:, None]).astype(dtype)
@@ -92,10 +95,23 @@ def central_second(call: Callable[[tf.Tensor], tf.Tensor], x: np.ndarray, dtype:
     steps = moved.astype(np.float64) - moved[4].astype(np.float64)
     central = (g[1] - g[0]) / (steps[1] - steps[0])
     fine = (g[3] - g[2]) / (steps[3] - steps[2])
-    right, left = (g[1] - g[4]) / steps[1], (g[4] - g[0]) / -steps[0]
-    with np.errstate(invalid="ignore"):
-        smooth = np.isclose(central, fine, **SETTLED) & np.isclose(left, right, **SETTLED) & np.isfinite(central)
+    gap = (g[1] - g[4]) / steps[1] - (g[4] - g[0]) / -steps[0]
+    fine_gap = (g[3] - g[4]) / steps[3] - (g[4] - g[2]) / -steps[2]
+    with np.errstate(invalid="ignore", over="ignore"):
+        noise = rounding_noise(g, dtype, h / 10)
+        settled = np.abs(central - fine) <= SETTLED["rtol"] * np.abs(fine) + SETTLED["atol"] + noise
+        no_kink = np.abs(fine_gap) <= 0.5 * np.abs(gap) + SETTLED["atol"] + 2 * noise
+        smooth = settled & no_kink & np.isfinite(central)
     return central, smooth
+
+
+def rounding_noise(g: np.ndarray, dtype: str, step: float) -> np.ndarray:
+    """What rounding alone can put into a difference quotient of the custom gradient ``g`` (rows: the shifted
+    samples) at ``step``: :data:`NOISE_ULPS` units in the last place of the curve's scale (its largest |g|; a
+    small g computed as 1 - tanh(x)^2 carries the rounding of the 1), over the step."""
+    finite = np.abs(g[np.isfinite(g)])
+    largest = float(finite.max()) if finite.size else 0.0
+    return np.full(g.shape[1:], NOISE_ULPS * float(np.finfo(dtype).eps) * largest / step)
 
 
 def _listing(x: np.ndarray, values: np.ndarray, mask: np.ndarray, limit: int = 5) -> str:
@@ -234,8 +250,13 @@ def _second_rows(subject: Subject, assignment: Assignment, seed: int) -> list[di
 
             at = {t: phi(t) for t in (-h, h, -h / 10, h / 10, 0.0)}
             central, fine = (at[h] - at[-h]) / (2 * h), (at[h / 10] - at[-h / 10]) / (h / 5)
-            left, right = (at[0.0] - at[-h]) / h, (at[h] - at[0.0]) / h
-            smooth = bool(np.isclose(central, fine, **SETTLED) and np.isclose(left, right, **SETTLED))
+            gap = (at[h] - at[0.0]) / h - (at[0.0] - at[-h]) / h
+            fine_gap = (at[h / 10] - at[0.0]) / (h / 10) - (at[0.0] - at[-h / 10]) / (h / 10)
+            noise = NOISE_ULPS * float(np.finfo(dtype).eps) * max(abs(value) for value in at.values()) / (h / 10)
+            smooth = bool(  # as central_second: rounding noise allowed, a kink's slope gap does not shrink with h
+                abs(central - fine) <= SETTLED["rtol"] * abs(fine) + SETTLED["atol"] + noise
+                and abs(fine_gap) <= 0.5 * abs(gap) + SETTLED["atol"] + 2 * noise
+            )
             got = {
                 label: None if rows_of[index] is None else float(np.sum(rows_of[index].numpy() * v))
                 for label, rows_of in (("eager", eager), ("tf.function", graph))

@@ -219,9 +219,9 @@ def check_function(
     subject = Subject.of(op, **params)
     with quiet_tensorflow():
         try:
-            elementwise = subject.spec.user_function is None or call_with_time_limit(
+            elementwise = subject.spec.user_function is None or not subject.user.domain and call_with_time_limit(
                 lambda: subject.user.is_elementwise(subject.params), time_limit, name="check-probe"
-            )  # a declared forward is elementwise by its declaration
+            )  # a declared forward is elementwise by its declaration; a declared domain is drawn from at assignments
         except TimeLimitExceeded:
             elementwise = True  # a hung forward: the elementwise checks each report it within their limit
         if not elementwise:

@@ -127,7 +127,8 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 
 
 def check_targets(
-    targets: Sequence[str], backends: Sequence[str] | None = None, forward_mode: bool = False
+    targets: Sequence[str], backends: Sequence[str] | None = None, forward_mode: bool = False,
+    progress: Any = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
@@ -139,8 +140,12 @@ def check_targets(
 
     ``backends`` (``["tensorflow", "jax", "torch"]``): each ``keras.ops.custom_gradient`` function also gets a
     ``backends`` row comparing them (:mod:`explorer.checker.backends`); without it, a ``skip`` row saying it
-    was checked on TensorFlow only.
+    was checked on TensorFlow only. ``progress`` (:mod:`explorer.checker.progress`) is told each function's start
+    and verdict.
     """
+    from explorer.checker.progress import SILENT
+
+    progress = SILENT if progress is None else progress
     found = discover.Discovered()
     origin: dict[int, str] = {}
     found_in_target: dict[int, int] = {}  # its place among what discover(target) returns (a file's module name
@@ -152,8 +157,10 @@ def check_targets(
     problems = [str(error) for error in found.errors]
     names = [item.name for item in found.functions + found.layers]
     rows = []
+    progress.add(len(names))
     for item in found.functions + found.layers:
         label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
+        progress.start(label)
         if ISOLATE:
             results = checked_in_worker(
                 origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions,
@@ -164,10 +171,11 @@ def check_targets(
         for result in results:
             rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"},
                          "backend": "tensorflow"})
+        progress.done(label, [result.level for result in results])
     if found.functions or backends:
         from explorer.checker import backends as across
 
-        rows += across.backend_rows(targets, found.functions, backends)
+        rows += across.backend_rows(targets, found.functions, backends, progress=progress, forward_mode=forward_mode)
     return pd.DataFrame(rows, columns=COLUMNS), problems
 
 
@@ -276,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"--backends: {error}", file=sys.stderr)
             return 2
-        results, problems = check_targets(args.targets, chosen, args.forward_mode)
+        from explorer.checker.progress import for_terminal
+
+        results, problems = check_targets(args.targets, chosen, args.forward_mode, for_terminal(0, args.json))
     else:
         if args.backends is not None:
             print("--backends compares your keras.ops functions: give TARGETs", file=sys.stderr)
