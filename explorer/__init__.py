@@ -36,10 +36,11 @@ _EXPORTS = {
     "special_points": "explorer.explore.points",
     "metrics": "explorer.explore.measures",
     "metrics_table": "explorer.explore.measures",
+    "Watch": "explorer.watch.callback",  # the Keras callback; explorer.watch(model, probe) is the package, callable
 }
 
 # Packages reached as attributes without an import of their own (``explorer.train.compare(...)`` in a notebook).
-_PACKAGES = ("explore", "checker", "train", "testing")
+_PACKAGES = ("explore", "checker", "train", "testing", "watch")
 
 __all__ = sorted(_EXPORTS)
 
