@@ -362,6 +362,12 @@ class Watch(keras.callbacks.Callback):
         self._summaries(step, step_row, layer_rows, histogram_rows)
         self._alarm(step, layer_rows)
 
+    def record(self, step: int | None = None, train_loss: float | None = None) -> None:
+        """One record now, at ``step`` (default: the optimizer's iterations); after :meth:`start` or a fit."""
+        if self._probe_tensors is None and self._probe_fn is None and not self._rows["steps"]:
+            raise ValueError("nothing to record yet: call start(probe) first, or pass the callback to Model.fit")
+        self._record(self._step() if step is None else int(step), train_loss)
+
     def layer_statistics(self, entry, values: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         """One layer's row of the ``layers`` and ``histograms`` tables from the probe's arrays."""
         x, outputs = values["x"], values["y"]
@@ -491,7 +497,7 @@ def watch(model: keras.Model, probe: Any, log_dir: str | os.PathLike | None = No
     callback = Watch(log_dir if log_dir is not None else "runs", write=log_dir is not None, probe=probe, **options)
     callback.set_model(model)
     callback.start(probe)
-    callback._record(callback._step(), None)
+    callback.record()
     if callback.writer is not None:
         callback.writer.flush()
     return callback

@@ -90,9 +90,11 @@ class Found:
 
 
 def leaf_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    """Every layer of ``model`` with no layer inside it (a SurrogateLayer is a leaf)."""
+    """Every layer of ``model`` with no layer inside it (a SurrogateLayer is a leaf), input layers left out."""
     leaves = []
     for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.InputLayer):
+            continue
         if isinstance(layer, SurrogateLayer) or not list(layer._flatten_layers(include_self=False, recursive=False)):
             leaves.append(layer)
     return list(dict.fromkeys(leaves))
