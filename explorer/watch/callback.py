@@ -34,7 +34,8 @@ import keras
 import numpy as np
 import pandas as pd
 
-from explorer.watch import run_folder, statistics
+import explorer.watch.run_folder as run_folder
+import explorer.watch.statistics as statistics
 
 logger = logging.getLogger("explorer.watch")
 
@@ -300,7 +301,7 @@ class Watch(keras.callbacks.Callback):
         else:
             import tensorflow as tf
 
-            from explorer.watch import layers as layer_finder
+            import explorer.watch.layers as layer_finder
             from explorer.watch.probe import build_probe
 
             def tensor(value):
