@@ -71,26 +71,35 @@ def build_probe(model: keras.Model, watched: Sequence[WatchedLayer], *, mismatch
     layers = [w.layer for w in watched]
 
     def probe(x, y, sample_weight):
-        calls: list[list[tuple[tf.Tensor, tf.Tensor]]] = [[] for _ in watched]
+        calls: list[list[tuple[tf.Tensor, tf.Tensor, tf.Tensor]]] = [[] for _ in watched]
         with tf.GradientTape(persistent=True) as tape:
 
             def on_call(layer, original, args, kwargs):
                 first = _first(args[0])
                 tape.watch(first)
                 outputs = original(*args, **kwargs)
-                calls[position[id(layer)]].append((first, _first(outputs)))
+                with tape.stop_recording(), tf.GradientTape() as local_tape:
+                    # the layer's own backward on an upstream of ones, on a graph of its own (not through the rest)
+                    copy = tf.identity(first)
+                    local_tape.watch(copy)
+                    again = _first(original(copy, *args[1:], **kwargs))
+                local = local_tape.gradient(again, copy, output_gradients=tf.ones_like(again))
+                calls[position[id(layer)]].append((first, _first(outputs), local))
                 return outputs
 
             with recording(layers, on_call):
                 y_pred = model(x, training=training)
             loss = loss_fn(x, y, y_pred, sample_weight)
         variables = list(model.trainable_variables)
-        results = []
+        every_x = [c[0] for seen in calls for c in seen]
+        every_y = [c[1] for seen in calls for c in seen]
+        gradients = tape.gradient(loss, every_x + every_y, unconnected_gradients="zero")  # one backward pass
+        results, at = [], 0
         for entry, seen in zip(watched, calls, strict=True):
-            xs, ys = [c[0] for c in seen], [c[1] for c in seen]
-            dxs = tape.gradient(loss, xs, unconnected_gradients="zero")
-            dys = tape.gradient(loss, ys, unconnected_gradients="zero")
-            local = [tape.gradient(yk, xk, output_gradients=tf.ones_like(yk)) for xk, yk in zip(xs, ys, strict=True)]
+            xs, ys, local = [c[0] for c in seen], [c[1] for c in seen], [c[2] for c in seen]
+            dxs = gradients[at : at + len(seen)]
+            dys = gradients[len(every_x) + at : len(every_x) + at + len(seen)]
+            at += len(seen)
             record = {
                 "x": _flat_join(xs, xs), "y": _flat_join(ys, ys), "local": _flat_join(local, xs),
                 "dx": _flat_join(dxs, xs),
