@@ -118,6 +118,24 @@ def _as_probe(probe: Any) -> tuple[Any, Any, Any]:
     return probe, None, None
 
 
+def _same_probe(before: tuple, now: tuple) -> bool:
+    """Whether two probes hold the same arrays (a fit reads its first batch again as new arrays)."""
+    old, new = _flatten(before), _flatten(now)
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new, strict=True):
+        if a is b:
+            continue
+        if a is None or b is None:
+            return False
+        try:
+            if not np.array_equal(np.asarray(a), np.asarray(b)):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
 def _probe_size(x: Any) -> int:
     first = [value for value in _flatten(x) if hasattr(value, "shape")]
     return int(first[0].shape[0]) if first and len(first[0].shape) else 1
@@ -216,6 +234,7 @@ class Watch(keras.callbacks.Callback):
         self.dead_jump, self.dead_threshold, self.on_dead = dead_jump, dead_threshold, on_dead
         self.mismatch, self.events, self.write, self.user = mismatch, events, write, user
         self.flush_seconds = flush_seconds
+        self._prepared: tuple | None = None  # (model, probe, tensors, watched, skipped, probe function) of the last start
         self._reset()
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -307,20 +326,27 @@ class Watch(keras.callbacks.Callback):
             def tensor(value):
                 return None if value is None else tf.nest.map_structure(tf.convert_to_tensor, value)
 
-            self._probe_tensors = (tensor(x), tensor(y), tensor(weights))
-            found = layer_finder.find(model, self._probe_tensors[0], self.layer_names, self.references,
-                                      self.reference_sigma)  # fmt: skip
-            self.watched, self.skipped = found.watched, found.skipped
-            for message in self.skipped:
-                warnings.warn(message, stacklevel=2)
-                logger.warning(message)
-            if not self.watched:
-                raise ValueError(
-                    f"Watch found no custom-gradient layer to watch in model {model.name!r}: it looks for "
-                    + layer_finder.LOOKED_FOR
-                    + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
-                )
-            self._probe_fn = build_probe(model, self.watched, mismatch=self.mismatch)
+            cached = self._prepared
+            if cached is not None and cached[0] is model and _same_probe(cached[1], (x, y, weights)):
+                # a later fit of the same model on the same probe: the layers found and the function traced hold
+                self._probe_tensors, self.watched, self.skipped, self._probe_fn = cached[2:]
+            else:
+                self._probe_tensors = (tensor(x), tensor(y), tensor(weights))
+                found = layer_finder.find(model, self._probe_tensors[0], self.layer_names, self.references,
+                                          self.reference_sigma)  # fmt: skip
+                self.watched, self.skipped = found.watched, found.skipped
+                for message in self.skipped:
+                    warnings.warn(message, stacklevel=2)
+                    logger.warning(message)
+                if not self.watched:
+                    raise ValueError(
+                        f"Watch found no custom-gradient layer to watch in model {model.name!r}: it looks for "
+                        + layer_finder.LOOKED_FOR
+                        + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
+                    )
+                self._probe_fn = build_probe(model, self.watched, mismatch=self.mismatch)
+                self._prepared = (model, (x, y, weights), self._probe_tensors, self.watched, self.skipped,
+                                  self._probe_fn)  # fmt: skip
         strategy = getattr(model, "distribute_strategy", None)
         self.chief = is_chief(strategy) if strategy is not None else True
         if self.write and self.chief:
