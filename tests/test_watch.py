@@ -370,3 +370,28 @@ def test_the_first_training_batch_is_the_default_probe(tmp_path):
     with open(tmp_path / "unused", "w") as handle:
         json.dump({}, handle)
     assert [p.name for p in tmp_path.iterdir()] == ["unused"]  # write=False: no run folder
+
+
+class _Resolver:
+    def __init__(self, cluster, task_type, task_id):
+        self.cluster, self.task_type, self.task_id = cluster, task_type, task_id
+
+    def cluster_spec(self):
+        return tf.train.ClusterSpec(self.cluster)
+
+
+class _Strategy:
+    def __init__(self, resolver):
+        self.cluster_resolver = resolver
+
+
+def test_only_the_chief_writes_by_the_multi_worker_convention():
+    from explorer.watch.callback import is_chief
+
+    workers = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    assert is_chief(object()) and is_chief(_Strategy(None)) and is_chief(_Strategy(_Resolver({}, None, None)))
+    assert is_chief(_Strategy(_Resolver(workers, "worker", 0)))
+    assert not is_chief(_Strategy(_Resolver(workers, "worker", 1)))
+    with_chief = {**workers, "chief": ["127.0.0.1:3"]}
+    assert is_chief(_Strategy(_Resolver(with_chief, "chief", 0)))
+    assert not is_chief(_Strategy(_Resolver(with_chief, "worker", 0)))

@@ -108,6 +108,24 @@ def _first_batch_from_fit() -> tuple | None:
     return None
 
 
+def _whole_batch(batch: Any, strategy: Any) -> Any:
+    """``batch`` with every per-replica value (a multi-worker fit reads its first batch already distributed) made
+    the whole batch again: gathered from every replica of every worker along the batch axis (a collective: every
+    worker runs ``on_train_begin`` at the same point), so the probe is the same batch on every worker."""
+    if keras.backend.backend() != "tensorflow":
+        return batch
+    import tensorflow as tf
+
+    def whole(value):
+        if isinstance(value, tf.distribute.DistributedValues):
+            if strategy is not None:
+                return strategy.gather(value, axis=0).numpy()
+            return np.concatenate([np.asarray(part) for part in value.values], axis=0)
+        return value
+
+    return tf.nest.map_structure(whole, batch)
+
+
 def _as_probe(probe: Any) -> tuple[Any, Any, Any]:
     """``(x, y, sample_weight)`` from ``x``, ``(x,)``, ``(x, y)`` or ``(x, y, sample_weight)``."""
     if isinstance(probe, tuple):
@@ -277,6 +295,8 @@ class Watch(keras.callbacks.Callback):
     # -- hooks -----------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None) -> None:
         probe = self.probe if self.probe is not None else _first_batch_from_fit()
+        if probe is not None:
+            probe = _whole_batch(probe, getattr(self.model, "distribute_strategy", None))
         if probe is None:
             raise ValueError(
                 "Watch found no probe batch: give one, Watch(..., probe=(x, y)) (the training data is a Python "
