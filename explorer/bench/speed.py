@@ -37,7 +37,7 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   (:func:`explorer.bench.presets.preset_seconds`, the presets interleaved, median of 3); the figure is
   the slowest preset, ``preset_first_result_s_by_preset`` has each (target: every one under 10 s).
   Skipped under ``--quick`` (SKIP in the table, listed in ``skipped`` in the JSON).
-* ``watch_every_100_vs_without`` and ``watch_every_10_vs_without``: a 570-step ``Model.fit`` of the spiking digits
+* ``watch_every_100_vs_without`` and ``watch_every_10_vs_without``: a 1,140-step ``Model.fit`` of the spiking digits
   example's model with ``explorer.Watch(every=...)`` (run folder and TensorBoard events written) over the same fit
   without it, interleaved, median of the per-pair ratios (:func:`measure_watch`).
 * ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
@@ -151,7 +151,7 @@ class Repetitions:
     presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
     loaded_pairs: int = 12  # AppTest reruns, loaded op and built-in interleaved
     check: int = 1  # timed runs of every examples/ function's checks (after one warm-up run each)
-    watch: int = 7  # pairs of fits (about 1 s each) without and with the callback, per setting of `every`
+    watch: int = 5  # pairs of fits (about 4 s each) without and with the callback, per setting of `every`
 
 
 FULL = Repetitions()
@@ -637,7 +637,7 @@ def measure_check(reps: Repetitions) -> dict[str, Any]:
 
 
 # -- the watch callback ----------------------------------------------------------------------------------
-WATCH_EPOCHS = 10  # of scikit-learn's 1,797 digits in batches of 32: 570 steps a fit
+WATCH_EPOCHS = 20  # of scikit-learn's 1,797 digits in batches of 32: 1,140 steps a fit
 WATCH_BATCH = 32
 
 

@@ -269,6 +269,11 @@ class Watch(keras.callbacks.Callback):
         self._previous_zero: dict[str, float] = {}
         self._alarmed: set[str] = set()
         self._last_step: int | None = None
+        self._epoch_base = 0
+        self._probe_keras: tuple | None = None
+        self._loss_failed = False
+        self._summary_fn = None
+        self._summary_columns: list[list[str]] = []
         self._started = time.monotonic()
         self.stop_reason: str | None = None
         self.backend = keras.backend.backend()
@@ -294,26 +299,36 @@ class Watch(keras.callbacks.Callback):
 
     # -- hooks -----------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None) -> None:
-        probe = self.probe if self.probe is not None else _first_batch_from_fit()
-        if probe is not None:
-            probe = _whole_batch(probe, getattr(self.model, "distribute_strategy", None))
+        if self._prepared is not None and self._prepared[0] is self.model:
+            probe = self._prepared[1]  # a later fit with the same callback: the probe is kept, runs stay comparable
+        else:
+            probe = self.probe if self.probe is not None else _first_batch_from_fit()
+            if probe is not None:
+                probe = _whole_batch(probe, getattr(self.model, "distribute_strategy", None))
         if probe is None:
             raise ValueError(
                 "Watch found no probe batch: give one, Watch(..., probe=(x, y)) (the training data is a Python "
                 "generator, whose batches cannot be read twice, or the callback runs outside Model.fit)"
             )
         self.start(probe)
-        self._record(self._step(), None)
+        self._epoch_base = self._step()
+        self._record(self._epoch_base)
 
-    def on_train_batch_end(self, batch, logs=None) -> None:
-        step = self._step()
-        if self._last_step is not None and step // self.every > self._last_step // self.every:
-            self._record(step, (logs or {}).get("loss"))
+    def on_epoch_begin(self, epoch, logs=None) -> None:
+        self._epoch_base = self._step()  # one read of the optimizer's iterations per epoch
+
+    def on_train_batch_begin(self, batch, logs=None) -> None:
+        # Before batch ``batch`` of this epoch, ``batch`` steps of it are done: the weights are those after step
+        # ``epoch_base + batch``. Deciding here (not at the batch's end) leaves Keras free to dispatch the other
+        # callbacks' batch-end hooks asynchronously and costs no read of the device per batch.
+        done = self._epoch_base + int(batch)
+        if self._last_step is not None and done // self.every > self._last_step // self.every:
+            self._record(self._step())
 
     def on_train_end(self, logs=None) -> None:
         step = self._step()
         if self._last_step != step:
-            self._record(step, (logs or {}).get("loss"))
+            self._record(step)
         self.close()
 
     # -- the work --------------------------------------------------------------------------------------------
@@ -329,6 +344,7 @@ class Watch(keras.callbacks.Callback):
         self._reset()
         model = self.model
         x, y, weights = _as_probe(probe)
+        self._probe_keras = (x, y, weights)
         if self.backend != "tensorflow":
             message = (
                 f"Watch under KERAS_BACKEND={self.backend} records the loss and the step only: {TENSORFLOW_ONLY} "
@@ -386,13 +402,11 @@ class Watch(keras.callbacks.Callback):
 
             self._events_writer = tf.summary.create_file_writer(str(self.writer.path / "events"))
 
-    def _record(self, step: int, train_loss: Any) -> None:
+    def _record(self, step: int) -> None:
         self._last_step = step
         seconds = time.monotonic() - self._started
-        train = float(train_loss) if train_loss is not None else math.nan
         if self._probe_fn is None:
-            step_row = {"step": step, "loss": train, "seconds": seconds, "train_loss": train}
-            self._store("steps", [step_row])
+            self._store("steps", [{"step": step, "loss": self._keras_loss(), "seconds": seconds}])
             return
         from explorer.watch.probe import to_numpy
 
@@ -402,18 +416,30 @@ class Watch(keras.callbacks.Callback):
             row, histogram = self.layer_statistics(entry, values)
             layer_rows.append({"step": step, **row})
             histogram_rows.append({"step": step, **histogram})
-        step_row = {"step": step, "loss": loss, "seconds": seconds, "train_loss": train}
+        step_row = {"step": step, "loss": loss, "seconds": seconds}
         self._store("steps", [step_row])
         self._store("layers", layer_rows)
         self._store("histograms", histogram_rows)
         self._summaries(step, step_row, layer_rows, histogram_rows)
         self._alarm(step, layer_rows)
 
-    def record(self, step: int | None = None, train_loss: float | None = None) -> None:
+    def record(self, step: int | None = None) -> None:
         """One record now, at ``step`` (default: the optimizer's iterations); after :meth:`start` or a fit."""
-        if self._probe_tensors is None and self._probe_fn is None and not self._rows["steps"]:
+        if self._probe_keras is None:
             raise ValueError("nothing to record yet: call start(probe) first, or pass the callback to Model.fit")
-        self._record(self._step() if step is None else int(step), train_loss)
+        self._record(self._step() if step is None else int(step))
+
+    def _keras_loss(self) -> float:
+        """The loss on the probe batch through Keras alone (any backend): ``Model.compute_loss``."""
+        x, y, weights = self._probe_keras
+        try:
+            value = self.model.compute_loss(x, y, self.model(x, training=False), weights, training=False)
+            return float(keras.ops.convert_to_numpy(value))
+        except Exception as error:  # noqa: BLE001 - a loss that cannot be computed is a NaN, said once
+            if not self._loss_failed:
+                self._loss_failed = True
+                logger.warning("Watch: the probe loss cannot be computed (%s: %s)", type(error).__name__, error)
+            return math.nan
 
     def layer_statistics(self, entry, values: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         """One layer's row of the ``layers`` and ``histograms`` tables from the probe's arrays."""
@@ -456,24 +482,38 @@ class Watch(keras.callbacks.Callback):
 
     def _summaries(self, step: int, step_row, layer_rows, histogram_rows) -> None:
         """Scalars and histograms for TensorBoard, written with ``tf.summary.write`` and the metadata TensorBoard's
-        own ``scalar``/``histogram`` summaries carry (so TensorBoard itself need not be installed to write them).
-        A histogram is the record's fixed bins (under/overflow left out: TensorBoard has no place for them)."""
+        own ``scalar``/``histogram`` summaries carry (so TensorBoard itself need not be installed to write them),
+        by one compiled call per record. A layer's scalars are the columns that apply to it (finite at its first
+        record; the flip ratio of a sign). A histogram is the record's fixed bins (under/overflow left out:
+        TensorBoard has no place for them)."""
         if self._events_writer is None:
             return
         import tensorflow as tf
 
-        with self._events_writer.as_default(step=step):
-            tf.summary.write("probe/loss", tf.constant(step_row["loss"], tf.float32), metadata=_SCALAR_METADATA())
-            for row, histogram in zip(layer_rows, histogram_rows, strict=True):
-                for column in SCALAR_COLUMNS:
-                    value = row[column]
-                    if isinstance(value, float) and math.isfinite(value):
-                        tf.summary.write(f"{row['layer']}/{column}", tf.constant(value, tf.float32),
-                                         metadata=_SCALAR_METADATA())  # fmt: skip
-                edges = np.linspace(histogram["lo"], histogram["hi"], len(histogram["counts"]) + 1)
-                buckets = np.stack([edges[:-1], edges[1:], np.asarray(histogram["counts"], np.float64)], axis=1)
-                tf.summary.write(f"{row['layer']}/inputs", tf.constant(buckets, tf.float64),
-                                 metadata=_HISTOGRAM_METADATA())  # fmt: skip
+        if self._summary_fn is None:
+            columns = [[c for c in SCALAR_COLUMNS if _finite(row[c]) or (c == "flip_ratio" and entry.output_kind == "sign")]
+                       for row, entry in zip(layer_rows, self.watched, strict=True)]  # fmt: skip
+            self._summary_columns = columns
+            tags = ["probe/loss"] + [f"{row['layer']}/{c}" for row, cs in zip(layer_rows, columns, strict=True) for c in cs]
+            histogram_tags = [f"{row['layer']}/inputs" for row in layer_rows]
+            writer, scalar, histogram = self._events_writer, _SCALAR_METADATA(), _HISTOGRAM_METADATA()
+
+            def write(at, scalars, buckets):
+                with writer.as_default(step=at):
+                    for index, tag in enumerate(tags):
+                        tf.summary.write(tag, scalars[index], metadata=scalar)
+                    for tag, values in zip(histogram_tags, buckets, strict=True):
+                        tf.summary.write(tag, values, metadata=histogram)
+                return tf.constant(True)
+
+            self._summary_fn = tf.function(write, autograph=False)
+        scalars = [step_row["loss"]] + [row[c] for row, cs in zip(layer_rows, self._summary_columns, strict=True)
+                                        for c in cs]  # fmt: skip
+        buckets = []
+        for row in histogram_rows:
+            edges = np.linspace(row["lo"], row["hi"], len(row["counts"]) + 1)
+            buckets.append(tf.constant(np.stack([edges[:-1], edges[1:], np.asarray(row["counts"], np.float64)], axis=1)))
+        self._summary_fn(tf.constant(step, tf.int64), tf.constant(np.asarray(scalars, np.float32)), buckets)
 
     def _alarm(self, step: int, layer_rows: list[dict[str, Any]]) -> None:
         for row in layer_rows:
@@ -501,6 +541,10 @@ class Watch(keras.callbacks.Callback):
         if self.writer is not None and not self.writer.closed:
             status = "stopped" if self.stop_reason else "finished"
             self.writer.close(status, self.stop_reason)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _metadata(plugin: str, data_class: str):
