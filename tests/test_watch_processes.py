@@ -162,30 +162,51 @@ OTHER_BACKEND = textwrap.dedent(
             return clip(x)
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), Clip(name="clip"), keras.layers.Dense(1)])
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="pre"), Clip(name="clip"),
+                              keras.layers.Dense(1, name="post")])
     model.compile(optimizer="sgd", loss="mse")
-    x = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
+    x = (np.random.default_rng(0).normal(size=(16, 3)) * 2).astype("float32")
+    target = x[:, :1]
     callback = explorer.Watch(sys.argv[1], every=2, name="other")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(x, x[:, :1], batch_size=4, epochs=1, verbose=0, callbacks=[callback])
+        model.fit(x, target, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
+    # by hand, at the end (the last record's weights): the first batch of 4 is the probe
+    w1, b1 = model.get_layer("pre").get_weights()
+    w2, b2 = model.get_layer("post").get_weights()
+    probe, probe_target = x[:4].astype(np.float64), target[:4].astype(np.float64)
+    x1 = probe @ w1 + b1
+    local = (np.abs(x1) <= 1).astype(np.float64)
+    out = np.clip(x1, -1, 1) @ w2 + b2
+    dx1 = ((2 * (out - probe_target) / out.size) @ w2.T) * local
+    last = callback.layers.iloc[-1]
     print(json.dumps({"warnings": [str(w.message) for w in caught if "Watch" in str(w.message)],
-                      "steps": callback.steps["step"].tolist()}))
+                      "steps": callback.steps["step"].tolist(), "layers": callback.layers["layer"].tolist(),
+                      "zero": float(last["zero_grad_share"]), "zero_by_hand": float(np.mean(local == 0)),
+                      "norm": float(last["grad_norm"]), "norm_by_hand": float(np.sqrt(np.sum(dx1 ** 2))),
+                      "p50": float(last["p50"]), "p50_by_hand": float(np.percentile(x1, 50)),
+                      "loss": float(callback.steps["loss"].iloc[-1]), "loss_by_hand": float(np.mean((out - probe_target) ** 2)),
+                      "above": float(last["above_share"]), "mismatch": float(last["mismatch_cosine"])}))
     """
 )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_other_backends_record_the_loss_and_name_what_they_cannot(tmp_path, backend):
+def test_other_backends_record_the_same_statistics_and_name_what_they_cannot(tmp_path, backend):
     finished = _run_child(OTHER_BACKEND, str(tmp_path), env={"KERAS_BACKEND": backend})
     assert finished.returncode == 0, finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
-    assert result["steps"] == [0, 2, 4]
+    assert result["steps"] == [0, 2, 4] and result["layers"] == ["clip"] * 3
+    for key in ("zero", "norm", "p50", "loss"):
+        assert result[key] == pytest.approx(result[f"{key}_by_hand"], rel=1e-5, abs=1e-7), key
+    assert 0 < result["zero_by_hand"] < 1  # some inputs beyond the clip, some inside
+    assert np.isnan(result["above"]) and np.isnan(result["mismatch"])  # no declared boundary; no mismatch here
     (message,) = result["warnings"]
-    assert message.startswith(f"Watch under KERAS_BACKEND={backend} records the loss and the step only: per-layer")
+    assert message == (f"Watch under KERAS_BACKEND={backend} records every statistic but the mismatch (its "
+                       "reference backward is TensorFlow code); run the model under KERAS_BACKEND=tensorflow for it")
     run = Run(tmp_path, "other")
-    assert run.info["keras_backend"] == backend and run.read("steps").frame["step"].tolist() == [0, 2, 4]
+    assert run.info["keras_backend"] == backend and run.read("layers").frame["step"].tolist() == [0, 2, 4]
 
 
 WORKER = COMMON + textwrap.dedent(

@@ -44,10 +44,6 @@ SCALAR_COLUMNS = (
     "zero_grad_share", "special_share", "below_share", "above_share", "firing_rate", "flip_ratio", "grad_norm",
     "mismatch_cosine", "mismatch_norm_ratio", "mean", "std",
 )  # fmt: skip
-TENSORFLOW_ONLY = (
-    "per-layer statistics (the inputs' histogram and quantiles, zero-gradient, special-point and clip shares, "
-    "firing rate, flip ratio, the gradient at each layer's input, the mismatch)"
-)
 
 
 class DeadGradientWarning(UserWarning):
@@ -271,7 +267,7 @@ class Watch(keras.callbacks.Callback):
         self._last_step: int | None = None
         self._epoch_base = 0
         self._probe_keras: tuple | None = None
-        self._loss_failed = False
+        self._eager_probe = None
         self._summary_fn = None
         self._summary_columns: list[list[str]] = []
         self._started = time.monotonic()
@@ -346,13 +342,7 @@ class Watch(keras.callbacks.Callback):
         x, y, weights = _as_probe(probe)
         self._probe_keras = (x, y, weights)
         if self.backend != "tensorflow":
-            message = (
-                f"Watch under KERAS_BACKEND={self.backend} records the loss and the step only: {TENSORFLOW_ONLY} "
-                "need TensorFlow's GradientTape and tf.custom_gradient (run the same model with "
-                "KERAS_BACKEND=tensorflow to see them)"
-            )
-            warnings.warn(message, stacklevel=2)
-            logger.warning(message)
+            self._start_eager(model, x, y, weights)
         else:
             import tensorflow as tf
 
@@ -388,6 +378,31 @@ class Watch(keras.callbacks.Callback):
         if self.write and self.chief:
             self._open(model, _probe_size(x))
 
+    def _start_eager(self, model: keras.Model, x: Any, y: Any, weights: Any) -> None:
+        """JAX and torch: the named layers (or the team's own) probed eagerly (:mod:`explorer.watch.eager`)."""
+        import explorer.watch.eager as eager
+        from explorer.watch.layers import WatchedLayer
+
+        layers = eager.candidate_layers(model, self.layer_names)
+        if not layers:
+            raise ValueError(
+                f"Watch found no layer to watch in model {model.name!r} under KERAS_BACKEND={self.backend}: it "
+                "watches the layers you name (layers=[...]) or, without names, every layer whose class is not "
+                "Keras's own (your keras.ops.custom_gradient layers)"
+            )
+        self.watched = [WatchedLayer(layer=layer, name=layer.name, depth=depth,
+                                     source="named" if self.layer_names is not None else "yours",
+                                     reference=f"none: not recorded under {self.backend}")
+                        for depth, layer in enumerate(layers)]  # fmt: skip
+        message = (
+            f"Watch under KERAS_BACKEND={self.backend} records every statistic but {eager.NOT_RECORDED}; run "
+            "the model under KERAS_BACKEND=tensorflow for it"
+        )
+        warnings.warn(message, stacklevel=3)
+        logger.warning(message)
+        probe = eager.probe_jax if self.backend == "jax" else eager.probe_torch
+        self._eager_probe = lambda: probe(model, layers, x, y, weights)
+
     def _open(self, model: keras.Model, probe_size: int) -> None:
         name = self.run_name or run_folder.new_run_name(run_folder.check_name(_safe_prefix(model.name)))
         info = {
@@ -405,12 +420,13 @@ class Watch(keras.callbacks.Callback):
     def _record(self, step: int) -> None:
         self._last_step = step
         seconds = time.monotonic() - self._started
-        if self._probe_fn is None:
-            self._store("steps", [{"step": step, "loss": self._keras_loss(), "seconds": seconds}])
-            return
-        from explorer.watch.probe import to_numpy
+        if self._eager_probe is not None:
+            loss, per_layer = self._eager_probe()
+            per_layer = [{**values, "weights": 0} for values in per_layer]
+        else:
+            from explorer.watch.probe import to_numpy
 
-        loss, per_layer = to_numpy(self._probe_fn(*self._probe_tensors))
+            loss, per_layer = to_numpy(self._probe_fn(*self._probe_tensors))
         layer_rows, histogram_rows = [], []
         for entry, values in zip(self.watched, per_layer, strict=True):
             row, histogram = self.layer_statistics(entry, values)
@@ -428,18 +444,6 @@ class Watch(keras.callbacks.Callback):
         if self._probe_keras is None:
             raise ValueError("nothing to record yet: call start(probe) first, or pass the callback to Model.fit")
         self._record(self._step() if step is None else int(step))
-
-    def _keras_loss(self) -> float:
-        """The loss on the probe batch through Keras alone (any backend): ``Model.compute_loss``."""
-        x, y, weights = self._probe_keras
-        try:
-            value = self.model.compute_loss(x, y, self.model(x, training=False), weights, training=False)
-            return float(keras.ops.convert_to_numpy(value))
-        except Exception as error:  # noqa: BLE001 - a loss that cannot be computed is a NaN, said once
-            if not self._loss_failed:
-                self._loss_failed = True
-                logger.warning("Watch: the probe loss cannot be computed (%s: %s)", type(error).__name__, error)
-            return math.nan
 
     def layer_statistics(self, entry, values: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         """One layer's row of the ``layers`` and ``histograms`` tables from the probe's arrays."""
