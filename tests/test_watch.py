@@ -395,3 +395,24 @@ def test_only_the_chief_writes_by_the_multi_worker_convention():
     with_chief = {**workers, "chief": ["127.0.0.1:3"]}
     assert is_chief(_Strategy(_Resolver(with_chief, "chief", 0)))
     assert not is_chief(_Strategy(_Resolver(with_chief, "worker", 0)))
+
+
+class _Crash(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 3:
+            raise RuntimeError("the user's own callback failed")
+
+
+def test_a_fit_that_raises_loses_nothing_and_its_run_is_closed_as_stopped(tmp_path):
+    x = np.random.default_rng(4).normal(size=(24, 4)).astype("float32")
+    model = _narrow_spike_model()
+    callback = Watch(tmp_path, every=1, name=None, flush_seconds=3600)
+    with pytest.raises(RuntimeError, match="failed"):
+        model.fit(x, np.ones((24, 1)), batch_size=4, epochs=1, verbose=0, callbacks=[callback, _Crash()])
+    first = callback.run_path.name
+    assert Run(tmp_path, first).info["status"] == "running"
+    model.fit(x, np.ones((24, 1)), batch_size=4, epochs=1, verbose=0, callbacks=[callback])
+    run = Run(tmp_path, first)
+    assert run.info["status"] == "stopped" and "without on_train_end" in run.info["stop_reason"]
+    assert run.recorded_steps() == [0, 1, 2, 3]  # every record made before the exception, though none was flushed
+    assert Run(tmp_path, callback.run_path.name).info["status"] == "finished"

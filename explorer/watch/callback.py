@@ -4,19 +4,25 @@ the model sees on a fixed probe batch, into a run folder (:mod:`explorer.watch.r
     model.fit(x, y, epochs=5, callbacks=[explorer.Watch("runs", every=100)])
     explorer.watch(model, (x[:64], y[:64]))          # one record now, in a notebook: .layers is a DataFrame
 
-It does one thing at two hooks (the style of Keras's ``TensorBoard`` and ``CSVLogger``): ``train_step``,
-compilation and distribution are left as they are. The step is ``model.optimizer.iterations``. The probe batch
-is ``probe=`` or, by default, the first batch of the training data, kept for the whole run so that steps and
-runs are comparable. Statistics come from one compiled function built once (:mod:`explorer.watch.probe`),
-called outside any replica context on the whole probe batch; only the chief writes.
+It records at the hooks and holds no training logic (the style of Keras's ``TensorBoard`` and ``CSVLogger``):
+``train_step``, compilation and distribution are left as they are. The step is ``model.optimizer.iterations``
+(read once per epoch and at each record; between them the batch index says when ``every`` steps have passed).
+The probe batch is ``probe=`` or, by default, the first batch of the training data, kept for the callback's
+life so that steps and runs are comparable. Statistics come from one compiled function built once
+(:mod:`explorer.watch.probe`), called outside any replica context on the whole probe batch (under
+``MultiWorkerMirroredStrategy`` the default probe is gathered from every worker first); only the chief writes.
+Under the JAX and torch backends the probe runs eagerly (:mod:`explorer.watch.eager`) and records every
+statistic but the mismatch.
 
-A record is made at the start of training, every ``every`` steps and at the end. Rows are buffered by the run
-writer and written as whole Parquet parts at most every ``flush_seconds`` (and at the end), so a killed run keeps
-everything up to its last part.
+A record is made at the start of training, at the beginning of the first batch after each ``every`` steps (the
+weights then are those after the step) and at the end. Rows are buffered by the run writer and written as whole
+Parquet parts at most every ``flush_seconds`` (and at the end), so a killed run keeps everything up to its last
+part; a run whose fit raised is closed as "stopped" by the next fit of the same callback or at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import logging
 import math
@@ -26,6 +32,7 @@ import socket
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -249,6 +256,7 @@ class Watch(keras.callbacks.Callback):
         self.mismatch, self.events, self.write, self.user = mismatch, events, write, user
         self.flush_seconds = flush_seconds
         self._prepared: tuple | None = None  # (model, probe, tensors, watched, skipped, probe function) of the last start
+        self._fitting = False  # between on_train_begin and on_train_end
         self._reset()
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -307,6 +315,7 @@ class Watch(keras.callbacks.Callback):
                 "generator, whose batches cannot be read twice, or the callback runs outside Model.fit)"
             )
         self.start(probe)
+        self._fitting = True
         self._epoch_base = self._step()
         self._record(self._epoch_base)
 
@@ -325,6 +334,7 @@ class Watch(keras.callbacks.Callback):
         step = self._step()
         if self._last_step != step:
             self._record(step)
+        self._fitting = False
         self.close()
 
     # -- the work --------------------------------------------------------------------------------------------
@@ -336,7 +346,7 @@ class Watch(keras.callbacks.Callback):
 
     def start(self, probe: Any) -> None:
         """Find the layers, build the probe function and open the run (what ``on_train_begin`` does)."""
-        self.close()
+        self.close(interrupted=self._fitting)  # a fit that began and never reached on_train_end: stopped
         self._reset()
         model = self.model
         x, y, weights = _as_probe(probe)
@@ -412,6 +422,7 @@ class Watch(keras.callbacks.Callback):
             "layers": [w.info() for w in self.watched], "skipped": self.skipped,
         }  # fmt: skip
         self.writer = run_folder.RunWriter(self.log_dir, name, info, flush_seconds=self.flush_seconds)
+        _OPEN.add(self)
         if self.events and self.backend == "tensorflow":
             import tensorflow as tf
 
@@ -444,6 +455,8 @@ class Watch(keras.callbacks.Callback):
         if self._probe_keras is None:
             raise ValueError("nothing to record yet: call start(probe) first, or pass the callback to Model.fit")
         self._record(self._step() if step is None else int(step))
+        if self.writer is not None and not self.writer.closed:
+            self.writer.flush()  # a record asked for by hand is on disk at once
 
     def layer_statistics(self, entry, values: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         """One layer's row of the ``layers`` and ``histograms`` tables from the probe's arrays."""
@@ -536,8 +549,11 @@ class Watch(keras.callbacks.Callback):
                 self.model.stop_training = True
                 self.stop_reason = self.stop_reason or message
 
-    def close(self) -> None:
-        """Write what is buffered and mark the run finished (or stopped, after ``on_dead="stop"``)."""
+    def close(self, interrupted: bool = False) -> None:
+        """Write what is buffered and mark the run finished (or stopped, after ``on_dead="stop"``, or when
+        ``interrupted``: the fit ended without ``on_train_end``, by an exception or an interrupt)."""
+        if interrupted and self.writer is not None and not self.writer.closed and not self.stop_reason:
+            self.stop_reason = "training ended without on_train_end (an exception or an interrupt)"
         if self._events_writer is not None:
             self._events_writer.flush()
             self._events_writer.close()
@@ -545,6 +561,18 @@ class Watch(keras.callbacks.Callback):
         if self.writer is not None and not self.writer.closed:
             status = "stopped" if self.stop_reason else "finished"
             self.writer.close(status, self.stop_reason)
+
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # callbacks that opened a run: closed as interrupted at exit if still open
+
+
+@atexit.register
+def _close_interrupted() -> None:
+    for callback in list(_OPEN):
+        try:
+            callback.close(interrupted=callback._fitting)
+        except Exception:  # noqa: BLE001, S110 - at exit, a run that cannot be closed stays "running" and reads back
+            pass
 
 
 def _finite(value: Any) -> bool:
@@ -593,6 +621,4 @@ def watch(model: keras.Model, probe: Any, log_dir: str | os.PathLike | None = No
     callback.set_model(model)
     callback.start(probe)
     callback.record()
-    if callback.writer is not None:
-        callback.writer.flush()
     return callback
