@@ -72,8 +72,8 @@ MIRRORED = COMMON + textwrap.dedent(
     result = {"replicas": strategy.num_replicas_in_sync, "mirrored": rows(watched), "one": rows(alone),
               "copied": rows(again), "mirrored_last": rows(watched)[-2:]}
 
-    class Kill(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
+    class Kill(keras.callbacks.Callback):  # after Watch in the list: Watch has recorded the step when this runs
+        def on_train_batch_begin(self, batch, logs=None):
             if int(self.model.optimizer.iterations.numpy()) >= 5:
                 print(json.dumps(result, default=float), flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
