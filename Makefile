@@ -1,9 +1,10 @@
-# Two entry points: `make run` and `make test`. Both create .venv on first use.
+# Entry points: `make run`, `make test` (everything) and `make check` (the quick tier, for the edit-test loop).
+# All create .venv on first use. Tiers: docs/testing.md.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test e2e lint bench bench-browser verify clean
+.PHONY: run test check e2e lint bench bench-browser verify clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,17 +23,29 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $
 	touch $(VENV)/.runtime-installed $@
 
 # Listens on 127.0.0.1 only. SHARE=1 opens it to the network; REPLICAS=N runs N servers behind HAProxy;
-# AUTH=FILE asks for a password from an htpasswd file at the proxy (docs/serving.md).
+# AUTH=FILE asks for a password from an htpasswd file at the proxy; LOGIN=oidc asks everyone to sign in with the
+# provider of SECRETS=FILE (default ~/.streamlit/secrets.toml) (docs/serving.md).
 run: $(VENV)/.runtime-installed
 	$(BIN)/python -m explorer run $(if $(OPS),--ops $(OPS)) $(if $(SHARE),--share) \
-		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH))
+		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH)) \
+		$(if $(LOGIN),--login $(LOGIN)) $(if $(SECRETS),--secrets $(SECRETS))
 
 # Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
 # the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
+# --dist worksteal: each worker starts on its own half of the collection (whole modules, so a module's fixtures
+# are built on one worker, where `load` built many on both) and, when it runs dry, takes the end of the other's
+# queue. The all-slow modules are collected first (tests/conftest.py), so the long tests start at once.
+# --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
+XDIST ?= -n 2 --dist worksteal
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -n 2 -m "not e2e"
-	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30
+	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30
+
+# The quick tier: unit and AppTest tests without `slow` (training, worker processes, subprocesses) and without
+# the browser, on both cores; a few minutes. `make test` runs these and everything else.
+check: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest $(XDIST) -m "not slow and not e2e" --durations=10
 
 e2e: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e

@@ -100,6 +100,7 @@ def installed_backends() -> list[str]:
     return ["tensorflow"] + (["jax"] if HAS_JAX else []) + (["torch"] if HAS_TORCH else [])
 
 
+@pytest.mark.slow  # a worker process per backend
 @needs_jax
 def test_spike_on_every_backend_and_mode_is_the_fast_sigmoid_surrogate(workers):
     names = installed_backends()
@@ -118,6 +119,7 @@ def test_spike_on_every_backend_and_mode_is_the_fast_sigmoid_surrogate(workers):
     assert 0.0 in grid and 1.0 in grid and -3.0 in grid  # the special point and the range ends are sampled
 
 
+@pytest.mark.slow  # a worker process per backend
 @needs_jax
 def test_a_layer_gets_tensorflows_weights_on_every_backend_and_its_input_gradient_is_the_surrogate(workers):
     names = installed_backends()
@@ -134,6 +136,7 @@ def test_a_layer_gets_tensorflows_weights_on_every_backend_and_its_input_gradien
                 np.testing.assert_allclose(got["gradients"][0], expected, rtol=1e-5, err_msg=f"{backend} {mode}")
 
 
+@pytest.mark.slow  # a worker process per backend
 @needs_jax
 def test_keras_fake_quant_tie_gives_1_on_tensorflow_and_2_on_jax_and_torch(workers):
     """fake_quant(x, 0, max(x)): at x = max(x) x's own gradient is 1 everywhere; through max(x) it is 0 on
@@ -153,6 +156,7 @@ def test_keras_fake_quant_tie_gives_1_on_tensorflow_and_2_on_jax_and_torch(worke
     assert "tensorflow eager:" not in row.message and "tf.function:" not in row.message  # TensorFlow is not blamed
 
 
+@pytest.mark.slow  # a worker process per backend
 @needs_torch
 def test_silent_nan_on_torch_becomes_a_named_failure(workers):
     """The forward forgets to return grad: Keras's torch backend gives a NaN gradient and no error."""
@@ -167,6 +171,7 @@ def test_silent_nan_on_torch_becomes_a_named_failure(workers):
     assert "Fix: return y, grad from the forward" in row.message
 
 
+@pytest.mark.slow  # a worker process per backend
 @needs_jax
 def test_verify_rows_of_the_examples(workers):
     """The portable functions pass; each pitfall fails naming the backend(s), mode and fix (TF vs JAX always;

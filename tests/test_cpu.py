@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow  # each test starts fresh Python processes that import TensorFlow and the app
 
 FIRST_RUN_THEN_THREADS = """
 import sys

@@ -12,6 +12,8 @@ from explorer.explore import sweeps
 from explorer.loaded import catalogue
 from explorer.loaded import sweeps as loaded_sweeps
 
+pytestmark = pytest.mark.slow  # loaded ops run in worker processes, restarted per set of modules (~10 s each)
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

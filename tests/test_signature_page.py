@@ -11,6 +11,8 @@ from explorer.explore import signature_views as sv
 from tests.test_explore_page import _trace, _values
 from tests.test_yours_page import _app, _figure
 
+pytestmark = pytest.mark.slow  # the examples' ops run in worker processes (each starts TensorFlow)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -255,6 +255,7 @@ def test_directional_check_on_a_kink_is_not_a_wrong_gradient():
     assert result.level == "pass" and "sit on a kink or jump" in result.message
 
 
+@pytest.mark.slow  # the checks run in a worker process
 # -- the command line: a module of such functions is checked, never refused -----------------------------------
 def test_a_module_of_several_input_functions_gets_rows_and_exit_1_not_2(tmp_path, capsys):
     module = tmp_path / "team_ops.py"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 FIRST_RUN_COLLECTIONS = """
@@ -24,6 +26,7 @@ print(started.count(2), gc.isenabled(), gc.get_freeze_count())
 """
 
 
+@pytest.mark.slow  # a fresh process imports TensorFlow and runs the app
 def test_the_first_run_imports_tensorflow_without_a_full_collection_and_leaves_the_collector_on():
     """Unpaused, the same run starts 5 full collections (and ~800 younger ones) while TensorFlow imports."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}

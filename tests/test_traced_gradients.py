@@ -7,6 +7,7 @@ import dataclasses
 import gc
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from ops import traced_gradients
@@ -69,6 +70,7 @@ def test_release_removes_the_entries_of_graphs_over_the_given_variables_and_only
     traced_gradients.release([theirs])
 
 
+@pytest.mark.slow  # trains two sessions
 def test_a_discarded_training_session_gives_its_traced_gradients_back_and_a_live_one_keeps_training():
     from explorer import state as url_state
     from explorer.train import trainer as train

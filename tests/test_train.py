@@ -320,6 +320,7 @@ def test_a_time_budget_sizes_the_chunk_from_the_fastest_measured_speed():
     assert session._seconds_per_epoch() == pytest.approx(min(rates))
 
 
+@pytest.mark.slow  # two sessions of two runs, each traced and XLA-compiled again after reset: ~30 s
 def test_the_move_to_xla_is_at_a_fixed_epoch_so_stepping_does_not_change_the_numbers(monkeypatch):
     monkeypatch.setattr(train, "XLA_AFTER_STEPS", 12)  # 4 mini-batches per epoch: XLA from epoch 3
     runs = [train.Run("atan"), train.Run("ste_sign", gradient="true")]

@@ -68,8 +68,11 @@ def needs_seven(x, y):
 '''
 
 
-def _verify(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedProcess:
-    (tmp_path / "team_ops.py").write_text(textwrap.dedent(source), encoding="utf-8")
+def _verify(tmp_path: Path, sources: list[str], *options: str) -> subprocess.CompletedProcess:
+    """``python -m explorer verify team_ops.py`` of the ``sources`` in one module: one process (one TensorFlow
+    import) for several cases; each function is checked in its own worker, so they do not see each other."""
+    module = "\n\n".join(textwrap.dedent(source) for source in sources)
+    (tmp_path / "team_ops.py").write_text(module, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run(
         [sys.executable, "-m", "explorer", "verify", "team_ops.py", *options],
@@ -77,32 +80,30 @@ def _verify(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedP
     )  # fmt: skip
 
 
-def _results(stdout: str) -> dict[str, str]:
-    """check -> result, from the table's rows (op, check, result, message)."""
+def _results(stdout: str) -> dict[tuple[str, str], str]:
+    """(op, check) -> result, from the table's rows (op, check, result, message)."""
     rows = [line.split() for line in stdout.splitlines() if line.strip()]
-    return {row[1]: row[2] for row in rows[1:] if len(row) > 2 and row[2] in ("pass", "skip", "warn", "fail")}
+    return {(row[0], row[1]): row[2] for row in rows[1:] if len(row) > 2 and row[2] in ("pass", "skip", "warn", "fail")}
 
 
-def test_only_warnings_exit_0(tmp_path):
-    done = _verify(tmp_path, ONLY_A_WARNING)
-    results = _results(done.stdout)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert results["vs_autodiff"] == "warn"
-    assert set(results.values()) == {"pass", "warn"}  # a warning was there, and nothing failed
-    assert "0 fail" in done.stdout and "Traceback" not in done.stderr
+def _of(results: dict[tuple[str, str], str], op: str) -> dict[str, str]:
+    return {check: result for (name, check), result in results.items() if name == op}
 
 
-def test_a_failed_check_exits_1(tmp_path):
-    done = _verify(tmp_path, A_FAILURE)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert _results(done.stdout)["shape_dtype"] == "fail"
+def test_only_warnings_exit_0_and_a_documented_wrong_gradient_is_not_a_pass(tmp_path):
+    """Two modules' worth of cases in one run (--json): each only warns, so the run exits 0."""
+    done = _verify(tmp_path, [ONLY_A_WARNING, DOCUMENTED_BUT_WRONG], "--json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-
-
-def test_a_documented_wrong_gradient_is_not_a_pass(tmp_path):
-    done = _verify(tmp_path, DOCUMENTED_BUT_WRONG, "--json")
-    rows = {row["check"]: row for row in json.loads(done.stdout)}
-    assert done.returncode == 0, done.stderr[-3000:]  # a warning, not a failure
+    every = json.loads(done.stdout)
+    assert {row["op"] for row in every} == {"half_gradient_identity", "my_sin"}
+    assert all(row["level"] != "fail" for row in every)  # what the table's "0 fail" says
+    # the half gradient: vs_autodiff warns, nothing fails
+    half = {row["check"]: row["level"] for row in every if row["op"] == "half_gradient_identity"}
+    assert half["vs_autodiff"] == "warn"
+    assert set(half.values()) == {"pass", "warn"}  # a warning was there, and nothing failed
+    # the documented wrong gradient
+    rows = {row["check"]: row for row in every if row["op"] == "my_sin"}
     vs = rows["vs_autodiff"]
     assert vs["level"] == "warn"
     # cos is sin's derivative: the backward's 3 cos(x) is 3 times it at every point
@@ -112,9 +113,18 @@ def test_a_documented_wrong_gradient_is_not_a_pass(tmp_path):
     assert all(row["level"] == "pass" for name, row in rows.items() if name != "vs_autodiff")
 
 
-def test_a_function_the_checker_cannot_exercise_fails_every_check_and_exits_1(tmp_path):
-    done = _verify(tmp_path, NOT_EXERCISED)
+def test_a_failed_check_and_a_function_the_checker_cannot_exercise_exit_1(tmp_path):
+    """Both failing cases in one run (the table): exit 1; the summary line counts the table's rows."""
+    done = _verify(tmp_path, [A_FAILURE, NOT_EXERCISED])
     assert done.returncode == 1, done.stdout + done.stderr
-    assert set(_results(done.stdout).values()) == {"fail"}
+    assert "Traceback" not in done.stderr
+    results = _results(done.stdout)
+    assert {op for op, _ in results} == {"double_with_summed_grad", "needs_seven"}
+    assert _of(results, "double_with_summed_grad")["shape_dtype"] == "fail"
+    # the function the checker cannot exercise: every one of its 9 checks fails, saying why
+    unexercised = _of(results, "needs_seven")
+    assert len(unexercised) == 9 and set(unexercised.values()) == {"fail"}
     assert "not checked: no input shapes found that needs_seven accepts" in done.stdout
-    assert "9 checks: 0 pass, 0 warn, 9 fail, 0 skip" in done.stdout
+    levels = list(results.values())
+    counts = ", ".join(f"{levels.count(level)} {level}" for level in ("pass", "warn", "fail", "skip"))
+    assert f"2 op(s), {len(levels)} checks: {counts} in " in done.stdout

@@ -14,6 +14,8 @@ from tests.test_explore_page import _trace, _values
 from tests.test_worker_ops import CAUSES, FIXTURE
 from tests.test_yours_page import _figure
 
+pytestmark = pytest.mark.slow  # worker processes that crash and are restarted: minutes
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 180

@@ -19,6 +19,8 @@ from tests.processes import serving
 from tests.processes import started_children as _children
 from tests.test_train_page import _finish, train_app
 
+pytestmark = pytest.mark.slow  # training in worker processes that crash and are restarted
+
 FIXTURE = "tests/fixtures/crashing_training_ops.py"
 CALL_SECONDS = 10
 TIMEOUT = 180

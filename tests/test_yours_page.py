@@ -10,6 +10,8 @@ from streamlit.testing.v1 import AppTest
 from explorer import loaded
 from tests.test_explore_page import _trace, _values
 
+pytestmark = pytest.mark.slow  # the examples' ops run in worker processes (each starts TensorFlow)
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 120

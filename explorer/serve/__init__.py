@@ -15,7 +15,9 @@ a worker started before would lose its parent. The workers' settings (``GRADIENT
 Private by default: the server listens on 127.0.0.1 (``server.address`` in the config file), so only this
 machine reaches it. ``--share`` binds every interface (0.0.0.0); ``--server.address`` names one. The first
 line printed says who can reach it. ``--replicas N`` (or ``--auth FILE``) starts N servers behind HAProxy
-instead (:mod:`explorer.serve.replicas`).
+instead (:mod:`explorer.serve.replicas`). ``--login oidc`` asks every visitor to sign in with the provider of the
+operator's ``secrets.toml`` (:mod:`explorer.serve.login`); the server then runs under
+:mod:`explorer.ui.guarded_server`, which refuses its content routes to a browser that has not signed in.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import tomllib
 from pathlib import Path
 
 import explorer.loaded.lanes as lanes
+from explorer.serve import login as login_settings
 
 OPS_ENV = lanes.OPS_ENV
 REPLICA_ENV = "GRADIENT_EXPLORER_REPLICA"  # set by --replicas: the replica's name, shown in the page's sidebar
@@ -84,29 +87,47 @@ def is_loopback(address: str) -> bool:
     return address.startswith("127.") or address in LOOPBACK_HOSTS
 
 
-def reach_line(address: str, port: int | str) -> str:
-    """The startup line that says who can reach a server bound to ``address``."""
+def reach_line(address: str, port: int | str, login: bool = False) -> str:
+    """The startup line that says who can reach a server bound to ``address`` (``login``: everyone signs in)."""
     if is_loopback(address):
         return (
             f"Gradient Explorer: http://{address}:{port}, reachable from this machine only. "
             "To open it to your network: gradient-explorer run --share (see docs/serving.md)."
         )
     where = "every network interface (0.0.0.0)" if address == SHARED_ADDRESS else f"{address}"
+    if login:
+        return (
+            f"Gradient Explorer: port {port} on {where}, reachable by anyone who can reach this machine; everyone signs "
+            "in with your identity provider first (--login oidc)."
+        )
     return (
         f"Gradient Explorer: port {port} on {where}, reachable by anyone who can reach this machine; they can drive "
-        "the modules of --ops and their training. Put a password in front with --auth FILE (see docs/serving.md)."
+        "the modules of --ops and their training. Put a sign-in in front with --login oidc, or a password with "
+        "--auth FILE (see docs/serving.md)."
     )
 
 
-def command(ops: list[str], streamlit_args: list[str], share: bool = False) -> tuple[list[str], dict[str, str]]:
+GUARDED_SERVER = "explorer.ui.guarded_server"  # `python -m` this instead of streamlit when login is on
+
+
+def command(
+    ops: list[str], streamlit_args: list[str], share: bool = False, login: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The server's argv and environment: file settings first, minus any the caller passes itself.
-    ``share`` binds every interface unless ``--server.address`` is given."""
+    ``share`` binds every interface unless ``--server.address`` is given. ``login`` (from
+    :func:`explorer.serve.login.login_environment`) turns sign-in on: Streamlit reads the operator's secrets file,
+    identities come from the signed cookie alone (no trusted headers), and the server is the guarded one."""
     if share and flag_value(streamlit_args, "server.address") is None:
         streamlit_args = [f"--server.address={SHARED_ADDRESS}", *streamlit_args]
     own = {_flag_name(arg) for arg in streamlit_args} - {None}
     defaults = [flag for flag in config_flags() if _flag_name(flag) not in own]
-    argv = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT), *defaults, *streamlit_args]
-    return argv, ops_environment(ops)
+    module, forced = "streamlit", []
+    if login:
+        module = GUARDED_SERVER
+        # last, so they win: a header set by whoever reaches the server must never name the user
+        forced = [f"--secrets.files={login[login_settings.SECRETS_ENV]}", "--server.trustedUserHeaders={}"]
+    argv = [sys.executable, "-m", module, "run", str(APP_SCRIPT), *defaults, *streamlit_args, *forced]
+    return argv, ops_environment(ops) | (login or {})
 
 
 def ops_environment(ops: list[str], base: dict[str, str] | None = None) -> dict[str, str]:
@@ -142,5 +163,21 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "--auth", metavar="HTPASSWD_FILE",
         help="HTTP basic auth at the proxy from an htpasswd file (bcrypt or SHA-512 crypt); implies --replicas 1",
+    )  # fmt: skip
+    parser.add_argument(
+        "--login", choices=login_settings.LOGIN_MODES,
+        help="every visitor signs in with the OpenID Connect provider of the [auth] section of --secrets",
+    )  # fmt: skip
+    parser.add_argument(
+        "--secrets", metavar="SECRETS_TOML",
+        help="the secrets file with the [auth] section (default ~/.streamlit/secrets.toml); never in the repository",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-session-hours", metavar="HOURS",
+        help=f"with --login: sign in again after this long (default {login_settings.DEFAULT_MAX_SESSION_HOURS:g})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow", metavar="EMAILS",
+        help="with --login: only these, comma-separated: '@example.com' (a domain) or 'alice@example.com'",
     )  # fmt: skip
     return parser.parse_known_args(argv)

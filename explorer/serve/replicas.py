@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from explorer import serve
+from explorer.serve import login as login_settings
+from explorer.train.started_runs import STARTED_RUNS_ENV
 from explorer.train.time_share import TRAINERS_DIR_ENV
 
 REPLICA_ENV = serve.REPLICA_ENV
@@ -184,7 +186,10 @@ def _healthy(port: int) -> bool:
 class ReplicaSet:
     """The replicas and the proxy as child processes of this one; :meth:`stop` ends them all."""
 
-    def __init__(self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None):
+    def __init__(
+        self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None,
+        login: dict[str, str] | None = None,
+    ):  # fmt: skip
         if not 1 <= count <= MAX_REPLICAS:
             raise ValueError(f"--replicas must be in [1, {MAX_REPLICAS}], got {count}")
         self.users = read_htpasswd(auth) if auth else None
@@ -197,6 +202,7 @@ class ReplicaSet:
             if not _flag_or_its_value(streamlit_args, index, ("server.address", "server.port"))
         ]  # fmt: skip
         self.ops, self.count = ops, count
+        self.login = login or {}  # explorer.serve.login.login_environment: every replica reads the same secrets file
         self.directory = config_dir()
         self.processes: dict[str, subprocess.Popen] = {}
         self.replicas: list[Replica] = []
@@ -255,9 +261,10 @@ class ReplicaSet:
     def _launch(self, replica: Replica, now: float | None = None) -> Replica:
         """Start (or restart) one app server on its loopback port; the replica with its new process id."""
         flags = [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={replica.port}"]
-        argv, env = serve.command(self.ops, flags)
+        argv, env = serve.command(self.ops, flags, login=self.login)
         secret = cookie_secret(self.directory)
-        env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir)}
+        env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir),
+                STARTED_RUNS_ENV: str(self.runtime_dir / "started_runs.jsonl")}  # fmt: skip
         self.processes[replica.name] = subprocess.Popen(argv, env=env)
         life = self._lifelines.setdefault(replica.name, _Lifeline(0.0))
         life.started, life.restart_at = time.monotonic() if now is None else now, None
@@ -336,19 +343,22 @@ def _port_open(port: int) -> bool:
 
 def startup_lines(replica_set: ReplicaSet) -> list[str]:
     """What the command prints once everything answers: who can reach it, and what runs where."""
-    lines = [serve.reach_line(replica_set.address, replica_set.port)]
+    lines = [serve.reach_line(replica_set.address, replica_set.port, login=bool(replica_set.login))]
     if replica_set.users:
         lines.append(f"Basic auth at the proxy: {len(replica_set.users)} user(s) from the htpasswd file.")
-    elif not serve.is_loopback(replica_set.address):
+    if replica_set.login:
+        lines.append(login_settings.startup_line(replica_set.login))
+    elif not replica_set.users and not serve.is_loopback(replica_set.address):
         lines.append("No password: anyone on the network can use it (add --auth HTPASSWD_FILE).")
     replicas = ", ".join(f"{r.name} on 127.0.0.1:{r.port} (pid {r.pid})" for r in replica_set.replicas)
     lines.append(f"HAProxy (pid {replica_set.proxy.pid}) -> {replicas}; config {replica_set.config_path}")
     return lines
 
 
-def main(args: argparse.Namespace, streamlit_args: list[str]) -> int:
+def main(args: argparse.Namespace, streamlit_args: list[str], login: dict[str, str] | None = None) -> int:
     try:
-        replica_set = ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, Path(args.auth) if args.auth else None)
+        auth = Path(args.auth) if args.auth else None
+        replica_set = ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, auth, login)
     except (ValueError, OSError) as error:
         print(f"gradient-explorer run: {error}", file=sys.stderr)
         return 2

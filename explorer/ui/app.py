@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from explorer.serve import REPLICA_ENV, start_user_code_worker
-from explorer.ui import runtime
+from explorer.ui import runtime, sign_in
 
 start_user_code_worker()  # your ops' worker imports TensorFlow while this process does (no-op once started)
 
@@ -26,6 +26,7 @@ def main() -> None:
     # catalogue (loaded on first use, part of every cold start) unless it is ":material/...:".
     st.set_page_config(page_title="Gradient Explorer", page_icon=":material/function:", layout="wide")
     runtime.keep_keras_state_between_reruns()
+    sign_in.gate()  # with --login: nothing below runs (no page, no sidebar) until a fresh, allowed sign-in
     pages = [
         st.Page(explore.page, title="Explore", icon=":material/insights:", default=True),
         st.Page(train.page, title="Train", icon=":material/model_training:", url_path="train"),

@@ -42,7 +42,8 @@ import streamlit as st
 import ops
 from explorer import loaded
 from explorer import state as url_state
-from explorer.train import presets, tasks, time_share
+from explorer.serve import REPLICA_ENV
+from explorer.train import presets, started_runs, tasks, time_share
 from explorer.train import setup as train_setup
 from explorer.train import trainer as train
 from explorer.train.figures import (
@@ -53,6 +54,7 @@ from explorer.train.figures import (
     run_colour,
 )
 from explorer.ui import presets as preset_views
+from explorer.ui import sign_in
 from explorer.ui.widgets import ReadyFigure, literal, page_link, show_chart, show_figure
 from ops import learnable
 
@@ -75,6 +77,7 @@ RUN_URL_KEY = "run"
 RUN_ID_KEY = "train.run_id"
 OWN_RUN_IDS_KEY = "train.own_run_ids"  # every run id this session made (a rerun may carry an older one in its URL)
 LOST_RUN_KEY = "train.lost_run"
+STARTED_BY_KEY = "train.started_by"  # the signed-in user who started this session's training (None: login off)
 DEFAULT_STATE = url_state.TrainState()
 TICK_SECONDS = 1.0
 # Unset: a tick trains for its time budget alone. The browser tests cap it, so that a live training spans a
@@ -357,9 +360,13 @@ def _carry_out(state: url_state.TrainState | None) -> None:
         if _ensure_session(state) is not None:
             st.session_state[TARGET_KEY] = state.epochs
             st.session_state[RUNNING_KEY] = True
+            _record_start(state)
     elif action == "step":
         st.session_state[RUNNING_KEY] = False
+        had = st.session_state.get(RUN_ID_KEY)
         session = _ensure_session(state)
+        if session is not None and st.session_state.get(RUN_ID_KEY) != had:
+            _record_start(state)
         if session is not None and not session.finished:
             try:
                 session.step(1)
@@ -367,12 +374,25 @@ def _carry_out(state: url_state.TrainState | None) -> None:
                 st.session_state[ERROR_KEY] = str(error)
 
 
+def _record_start(state: url_state.TrainState) -> None:
+    """Who started this training run: kept with the session, in the server's list and in its log."""
+    user = sign_in.current_user()
+    run_id = st.session_state.get(RUN_ID_KEY) or ""
+    st.session_state[STARTED_BY_KEY] = user
+    labels = tuple(run.label for run in state.runs)
+    started_runs.record(run_id, user, labels, state.epochs, replica=os.environ.get(REPLICA_ENV, ""))
+    sign_in.log_action("training run started", f"run {run_id} ({', '.join(labels)}; {state.epochs} epochs)")
+
+
 def _on_stop() -> None:
     st.session_state[RUNNING_KEY] = False
     _leave_trainers()
+    sign_in.log_action("training run stopped", f"run {st.session_state.get(RUN_ID_KEY)}")
 
 
 def _on_reset() -> None:
+    if st.session_state.get(SESSION_KEY) is not None:
+        sign_in.log_action("training run deleted", f"run {st.session_state.get(RUN_ID_KEY)} (Reset)")
     st.session_state[RUNNING_KEY] = False
     st.session_state[SESSION_KEY] = None
     for name in LIVE_FIGURES:  # they hold the discarded session (its models and data set)
@@ -464,6 +484,7 @@ def _training_view() -> None:
     or the full rerun asked for when training ends) shows the same thing for the same state, except
     that while a run trains its charts may be those of an earlier tick (:func:`_live_figure`).
     """
+    sign_in.end_if_expired()  # a timer tick skips the page's gate
     session: train.Session | None = st.session_state.get(SESSION_KEY)
     if session is None:
         return
@@ -473,7 +494,9 @@ def _training_view() -> None:
     running = st.session_state.get(RUNNING_KEY, False)
     epoch, results = session.snapshot()  # consistent even if a superseded run is still training it
     target = max(1, st.session_state.get(TARGET_KEY, train.DEFAULT_EPOCHS))
-    st.progress(min(1.0, epoch / target), text=f"epoch {epoch} of {target}")
+    started_by = st.session_state.get(STARTED_BY_KEY)
+    progress = f"epoch {epoch} of {target}" + (f" · started by {started_by}" if started_by else "")
+    st.progress(min(1.0, epoch / target), text=progress)
     badges = []
     for index, result in enumerate(results):
         status = "training" if running and result.status == "ok" else result.status
@@ -751,9 +774,35 @@ def page() -> None:
     if preset:
         with preset_box:
             preset_views.view(preset, _preset_session(preset))
+    if sign_in.policy() is not None:
+        _started_runs_view()
     if st.session_state.get(SESSION_KEY) is None:
         st.info("Press **Start** to train every run, or **Step** to train one epoch at a time.")
         return
     if state is not None and st.session_state.get(CONFIG_KEY) != _session_key(state) and not running:
         st.info("The settings changed since this session was trained: **Start** trains with the new settings.")
     st.fragment(run_every=TICK_SECONDS if running else None)(_training_view)()
+
+
+def _started_runs_view() -> None:
+    """With ``--login``: the training runs started on this server and by whom (:mod:`explorer.train.started_runs`)."""
+    recent = started_runs.recent(STARTED_RUNS_SHOWN)
+    with st.expander(f"Training runs on this server ({len(recent)})", expanded=bool(recent)):
+        if not recent:
+            st.caption("No training run was started on this server yet.")
+            return
+        now = time.time()
+        st.container(key="train_started_runs").dataframe(
+            pd.DataFrame({
+                "run": [entry.run_id for entry in recent],
+                "started by": [entry.user or "" for entry in recent],
+                "started": [f"{max(0, round((now - entry.started) / 60))} min ago" for entry in recent],
+                "compares": [", ".join(entry.labels) for entry in recent],
+                "epochs": [entry.epochs for entry in recent],
+                **({"replica": [entry.replica for entry in recent]} if any(entry.replica for entry in recent) else {}),
+            }),
+            hide_index=True, width="stretch",
+        )  # fmt: skip
+
+
+STARTED_RUNS_SHOWN = 10
