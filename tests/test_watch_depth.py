@@ -92,14 +92,12 @@ def norms():
             for step, alpha in enumerate(ALPHAS, start=1)}  # fmt: skip
 
 
-@pytest.mark.slow  # the module's traced model: about 8 s
 def test_the_gradient_falls_from_the_last_layer_to_the_first_for_every_alpha(norms):
     for alpha, by_depth in norms.items():
         assert np.all(by_depth > 0), alpha
         assert np.all(np.diff(by_depth) > 0), (alpha, by_depth)  # depth 0 is the first layer, 9 the last
 
 
-@pytest.mark.slow
 def test_the_gradient_falls_less_for_a_larger_alpha(norms):
     kept = [norms[alpha][0] / norms[alpha][-1] for alpha in ALPHAS]  # first layer's norm / last layer's
     assert np.all(np.diff(kept) > 0), kept
@@ -107,7 +105,7 @@ def test_the_gradient_falls_less_for_a_larger_alpha(norms):
     assert np.all(norms[0.1][1:] / norms[0.1][:-1] > 10)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a second traced model
 def test_the_same_numbers_as_a_surrogate_layer_of_the_catalogue_op(norms):
     model = _model(lambda i: ops.SurrogateLayer("sigmoid", slope=2.0, threshold=THRESHOLD, name=f"sn{i}"))
     probe = _probe()
