@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from explorer import serve
 from explorer.serve import replicas
 
 BCRYPT = "$2y$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW"
@@ -186,3 +187,24 @@ def test_a_replica_that_lived_long_starts_again_from_the_first_delay(started, ca
     replica_set.supervise(now)
     assert replica_set._lifelines["r1"].restart_at - now == pytest.approx(replicas.RESTART_DELAYS_SECONDS[0])
     assert "Restarting it in 1 s." in capsys.readouterr().out
+
+
+def test_every_replica_reads_the_one_runs_folder_given_with_runs(monkeypatch, tmp_path):
+    """Issue 47: ``--runs DIR`` reaches every replica as the same absolute folder, so a run written there shows on
+    each (the argv and environment each replica is started with)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(replicas.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(replicas.subprocess, "Popen", _Started)
+    monkeypatch.setattr(replicas, "_healthy", lambda port: True)
+    monkeypatch.setattr(replicas, "_port_open", lambda port: True)
+    args, rest = serve.parse(["--replicas", "2", "--runs", "shared/runs", "--server.port=9000"])
+    replica_set = replicas.replica_set_of(args, rest)
+    replica_set.start()
+    try:
+        children = [replica_set.processes[r.name] for r in replica_set.replicas]
+        assert len(children) == 2
+        assert [child.env[serve.RUNS_ENV] for child in children] == [str(tmp_path / "shared" / "runs")] * 2
+        assert all(child.argv[1:4] == ["-m", "streamlit", "run"] for child in children)
+    finally:
+        replica_set.stop()

@@ -147,3 +147,27 @@ def test_new_run_names_sort_by_time():
         and first.startswith("digits-")
         and first < run_folder.new_run_name("digits")
     )
+
+
+def test_links_inside_a_run_are_not_followed_out_of_the_runs_folder(tmp_path):
+    """Issue 47: a run whose info.json, a table folder or a part is a link (to a run outside) is not read there."""
+    outside = tmp_path / "outside"
+    writer = RunWriter(outside, "real", {"model": "outside"}, flush_seconds=0)
+    writer.append("steps", [{"step": 1, "loss": 9.0}])
+    writer.close()
+    root = tmp_path / "runs"
+    inner = RunWriter(root, "linked-info", {"model": "inside"}, flush_seconds=0)
+    inner.close()
+    (root / "linked-info" / "info.json").unlink()
+    (root / "linked-info" / "info.json").symlink_to(outside / "real" / "info.json")
+    with pytest.raises(ValueError, match="is a link"):
+        Run(root, "linked-info")
+    parts = RunWriter(root, "linked-parts", {"model": "inside"}, flush_seconds=0)
+    parts.append("steps", [{"step": 1, "loss": 1.0}])
+    parts.close()
+    (root / "linked-parts" / "steps" / "part-000007.parquet").symlink_to(outside / "real" / "steps" / "part-000000.parquet")
+    (root / "linked-parts" / "layers").rmdir()
+    (root / "linked-parts" / "layers").symlink_to(outside / "real" / "steps", target_is_directory=True)
+    run = Run(root, "linked-parts")
+    assert run.read("steps").frame.to_dict("records") == [{"step": 1, "loss": 1.0}]
+    assert run.read("layers").frame.empty

@@ -70,3 +70,21 @@ def test_flag_value_reads_both_spellings_and_the_last_wins():
 def test_run_options_parse_replicas_share_and_auth():
     args, rest = serve.parse(["--replicas", "2", "--share", "--auth", "users.htpasswd", "--server.port=9000"])
     assert (args.replicas, args.share, args.auth, rest) == (2, True, "users.htpasswd", ["--server.port=9000"])
+
+
+# -- the runs folder (issue 47) ----------------------------------------------------------------------------
+def test_the_runs_folder_reaches_the_app_as_an_absolute_path(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    args, rest = serve.parse(["--runs", "team/runs", "--server.port", "9000"])
+    assert rest == ["--server.port", "9000"]  # --runs is ours, not Streamlit's
+    _, env = serve.command(args.ops, rest, runs=args.runs)
+    assert env[serve.RUNS_ENV] == str(tmp_path / "team" / "runs")
+    assert serve.runs_folder(env) == tmp_path / "team" / "runs"
+
+
+def test_the_runs_folder_defaults_to_runs_beside_the_server(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    args, rest = serve.parse([])
+    _, env = serve.command(args.ops, rest, runs=args.runs)
+    assert env[serve.RUNS_ENV] == str(tmp_path / "runs")
+    assert serve.runs_folder({}) == tmp_path / "runs"  # streamlit run app.py, without the launcher

@@ -132,6 +132,9 @@ TARGETS: dict[str, Target] = {
         Target("check_backends_vs_tf", 3, "x", "backends check of one function on every installed backend / on TF alone, warm workers"),
         Target("watch_every_100_vs_without", 1.05, "x", "a digits fit with explorer.Watch(every=100) / the same fit without it"),
         Target("watch_every_10_vs_without", 1.3, "x", "a digits fit with explorer.Watch(every=10) / the same fit without it"),
+        Target("runs_open_s", 1.0, "s", "Runs page opened on a 10,000-step, 20-layer run to its figures (a new session)"),
+        Target("runs_step_vs_floor", 1.5, "x", "Runs page rerun after a step-slider move / the floor page's rerun"),
+        Target("runs_read_10k_vs_1k", 1.5, "x", "bytes the Runs page reads to open a 10,000-step run / a 1,000-step run"),
     )
 }
 
@@ -687,6 +690,128 @@ def measure_watch(reps: Repetitions) -> dict[str, Any]:
     return results
 
 
+# -- the Runs page (issue 47) ------------------------------------------------------------------------------
+RUNS_LAYERS = 20
+RUNS_STEPS = (1_000, 10_000)
+RUNS_PAGE = """\
+from explorer.ui import runs
+runs.page()
+"""
+
+
+def _runs_session(name: str):
+    """A new AppTest session of the Runs page opened on run ``name`` (its URL), not yet run."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(RUNS_PAGE, default_timeout=300)
+    at.query_params["run"] = name
+    return at
+
+
+class _ReadCounter:
+    """Counts the rows and bytes (pandas' deep memory usage) every :meth:`Run.read` returns while installed."""
+
+    def __init__(self) -> None:
+        from explorer.watch import run_folder
+
+        self.run_class, self.real = run_folder.Run, run_folder.Run.read
+        self.rows = self.bytes = 0
+
+    def __enter__(self) -> _ReadCounter:
+        counter, real = self, self.real
+
+        def read(run, *args, **kwargs):
+            result = real(run, *args, **kwargs)
+            counter.rows += len(result.frame)
+            counter.bytes += int(result.frame.memory_usage(deep=True).sum())
+            return result
+
+        self.run_class.read = read
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.run_class.read = self.real
+
+
+def measure_runs(reps: Repetitions) -> dict[str, Any]:
+    """The Runs page on made-up runs of 20 watched layers (:mod:`explorer.runs.synthetic`, written with the run
+    folder's writer): ``runs_open_s``, a new session's first run of the page opened on the 10,000-step run (its
+    reads not cached yet; the ops' sweeps traced before, on a warm-up run over another range, as on a server that
+    has drawn those ops once); ``runs_step_vs_floor``, a step-slider rerun against the floor page's slider rerun,
+    interleaved floor, runs, floor, ... (median of per-pair ratios); ``runs_read_10k_vs_1k``, the bytes read from
+    disk to open the 10,000-step run over those to open a 1,000-step one (what "memory does not grow with the run's
+    length" means for the page: it reads the rows it shows)."""
+    import tempfile
+
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import serve
+    from explorer.runs import synthetic
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-runs-"))
+    previous = os.environ.get(serve.RUNS_ENV)
+    os.environ[serve.RUNS_ENV] = str(folder)
+    try:
+        start = time.perf_counter()
+        synthetic.write_run(folder, "warm", 20, RUNS_LAYERS, histogram_range=(-2.5, 2.5))
+        for steps in RUNS_STEPS:
+            synthetic.write_run(folder, f"steps-{steps}", steps, RUNS_LAYERS, flush_every=1000)
+        write_s = time.perf_counter() - start
+        warm = _runs_session("warm")
+        warm.run()
+        _raise_on_app_exception(warm)
+        opened: dict[int, float] = {}
+        read_bytes: dict[int, int] = {}
+        read_rows: dict[int, int] = {}
+        sessions = {}
+        for steps in RUNS_STEPS:
+            at = _runs_session(f"steps-{steps}")
+            with _ReadCounter() as counter:
+                start = time.perf_counter()
+                at.run()
+                opened[steps] = time.perf_counter() - start
+            _raise_on_app_exception(at)
+            if not any(chart.key == "runs.layer_figure" for chart in at.get("plotly_chart")):
+                raise RuntimeError(f"the Runs page drew no layer figure for the {steps}-step run")
+            read_bytes[steps], read_rows[steps] = counter.bytes, counter.rows
+            sessions[steps] = at
+        at = sessions[RUNS_STEPS[-1]]
+        floor = AppTest.from_string(FLOOR_PAGE, default_timeout=300)
+        floor.run()
+        _raise_on_app_exception(floor)
+        warm_up = 2
+        count = warm_up + reps.rerun
+        rng = np.random.default_rng(0)
+        steps_to_visit = [int(v) for v in rng.choice(np.arange(1, RUNS_STEPS[-1]), size=count, replace=False)]
+        floor_values = _slider_values(floor.slider(key=FLOOR_SLIDER), count)
+        runs_rerun, floor_rerun = _slider_rerun(at, "runs.w.step", steps_to_visit), _slider_rerun(floor, FLOOR_SLIDER, floor_values)
+        rss_before = peak_rss_mb()
+        for _ in range(warm_up):
+            floor_rerun()
+            runs_rerun()
+        result = interleave(floor_rerun, runs_rerun, reps.rerun)
+        return {
+            "runs_open_s": opened[RUNS_STEPS[-1]],
+            "runs_open_1k_s": opened[RUNS_STEPS[0]],
+            "runs_step_vs_floor": result.ratio,
+            "runs_step_rerun_ms": 1e3 * result.measured_s,
+            "runs_floor_rerun_ms": 1e3 * result.baseline_s,
+            "runs_read_10k_vs_1k": read_bytes[RUNS_STEPS[-1]] / read_bytes[RUNS_STEPS[0]],
+            "runs_read_bytes": {f"{steps}_steps": read_bytes[steps] for steps in RUNS_STEPS},
+            "runs_read_rows": {f"{steps}_steps": read_rows[steps] for steps in RUNS_STEPS},
+            "runs_peak_rss_growth_mb_over_slider_moves": peak_rss_mb() - rss_before,
+            "runs_write_synthetic_s": write_s,
+        }
+    finally:
+        if previous is None:
+            os.environ.pop(serve.RUNS_ENV, None)
+        else:
+            os.environ[serve.RUNS_ENV] = previous
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # -- running -------------------------------------------------------------------------------------------
 MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str, ...]]] = {
     "sweep_2k": (measure_sweep_2k, ("sweep_2k_ms",)),
@@ -702,6 +827,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "check": (measure_check, ("check_seconds_per_function",)),
     "loaded_input": (measure_loaded_input, ("loaded_input_vs_builtin_rerun",)),
     "watch": (measure_watch, ("watch_every_100_vs_without", "watch_every_10_vs_without")),
+    "runs": (measure_runs, ("runs_open_s", "runs_step_vs_floor", "runs_read_10k_vs_1k")),
     "backends": (lambda reps: _backends_bench().measure_backends_vs_tf(interleave, timed, 3 if reps is QUICK else 7),
                  ("check_backends_vs_tf",)),
 }

@@ -32,6 +32,8 @@ import explorer.loaded.lanes as lanes
 from explorer.serve import login as login_settings
 
 OPS_ENV = lanes.OPS_ENV
+RUNS_ENV = "GRADIENT_EXPLORER_RUNS"  # --runs: the folder of training runs the Runs page lists (absolute path)
+DEFAULT_RUNS = "runs"  # --runs' default, relative to the folder the server starts in
 REPLICA_ENV = "GRADIENT_EXPLORER_REPLICA"  # set by --replicas: the replica's name, shown in the page's sidebar
 UI_DIR = Path(__file__).resolve().parents[1] / "ui"
 APP_SCRIPT = UI_DIR / "app.py"
@@ -111,12 +113,15 @@ GUARDED_SERVER = "explorer.ui.guarded_server"  # `python -m` this instead of str
 
 
 def command(
-    ops: list[str], streamlit_args: list[str], share: bool = False, login: dict[str, str] | None = None
+    ops: list[str], streamlit_args: list[str], share: bool = False, login: dict[str, str] | None = None,
+    runs: str | Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The server's argv and environment: file settings first, minus any the caller passes itself.
     ``share`` binds every interface unless ``--server.address`` is given. ``login`` (from
     :func:`explorer.serve.login.login_environment`) turns sign-in on: Streamlit reads the operator's secrets file,
-    identities come from the signed cookie alone (no trusted headers), and the server is the guarded one."""
+    identities come from the signed cookie alone (no trusted headers), and the server is the guarded one.
+    ``runs`` (``--runs``) reaches the app as :data:`RUNS_ENV`, made absolute here, so every replica reads the same
+    folder."""
     if share and flag_value(streamlit_args, "server.address") is None:
         streamlit_args = [f"--server.address={SHARED_ADDRESS}", *streamlit_args]
     own = {_flag_name(arg) for arg in streamlit_args} - {None}
@@ -127,7 +132,17 @@ def command(
         # last, so they win: a header set by whoever reaches the server must never name the user
         forced = [f"--secrets.files={login[login_settings.SECRETS_ENV]}", "--server.trustedUserHeaders={}"]
     argv = [sys.executable, "-m", module, "run", str(APP_SCRIPT), *defaults, *streamlit_args, *forced]
-    return argv, ops_environment(ops) | (login or {})
+    env = ops_environment(ops) | (login or {})
+    if runs is not None:
+        env[RUNS_ENV] = str(Path(runs).expanduser().absolute())
+    return argv, env
+
+
+def runs_folder(environ: dict[str, str] | None = None) -> Path:
+    """The runs folder the app lists: :data:`RUNS_ENV` as ``gradient-explorer run --runs`` set it, else ``./runs``
+    of the folder the server runs in (``streamlit run app.py`` without the launcher)."""
+    value = (os.environ if environ is None else environ).get(RUNS_ENV)
+    return Path(value) if value else Path.cwd() / DEFAULT_RUNS
 
 
 def ops_environment(ops: list[str], base: dict[str, str] | None = None) -> dict[str, str]:
@@ -152,6 +167,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         metavar="TARGETS",
         help="your own ops: .py files or module names, comma-separated or repeated",
     )
+    parser.add_argument(
+        "--runs", default=DEFAULT_RUNS, metavar="DIR",
+        help="the folder of training runs the Runs page lists (the watch callback writes them; default ./runs)",
+    )  # fmt: skip
     parser.add_argument(
         "--share", action="store_true",
         help="listen on every network interface (0.0.0.0), not only on this machine's loopback",

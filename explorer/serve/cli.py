@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.replicas or args.auth:
         return replicas.main(args, streamlit_args, login)
-    server_argv, env = serve.command(args.ops, streamlit_args, share=args.share, login=login)
+    server_argv, env = serve.command(args.ops, streamlit_args, share=args.share, login=login, runs=args.runs)
     address = serve.flag_value(server_argv, "server.address") or serve.file_setting("server.address")
     port = serve.flag_value(server_argv, "server.port") or serve.file_setting("server.port")
     print(serve.reach_line(address, port, login=bool(login)))

@@ -189,6 +189,7 @@ class ReplicaSet:
     def __init__(
         self, count: int, ops: list[str], streamlit_args: list[str], share: bool, auth: Path | None,
         login: dict[str, str] | None = None,
+        runs: str | Path = serve.DEFAULT_RUNS,
     ):  # fmt: skip
         if not 1 <= count <= MAX_REPLICAS:
             raise ValueError(f"--replicas must be in [1, {MAX_REPLICAS}], got {count}")
@@ -203,6 +204,7 @@ class ReplicaSet:
         ]  # fmt: skip
         self.ops, self.count = ops, count
         self.login = login or {}  # explorer.serve.login.login_environment: every replica reads the same secrets file
+        self.runs = Path(runs).expanduser().absolute()  # one folder for every replica: a run shows on each
         self.directory = config_dir()
         self.processes: dict[str, subprocess.Popen] = {}
         self.replicas: list[Replica] = []
@@ -261,7 +263,7 @@ class ReplicaSet:
     def _launch(self, replica: Replica, now: float | None = None) -> Replica:
         """Start (or restart) one app server on its loopback port; the replica with its new process id."""
         flags = [*self.streamlit_args, "--server.address=127.0.0.1", f"--server.port={replica.port}"]
-        argv, env = serve.command(self.ops, flags, login=self.login)
+        argv, env = serve.command(self.ops, flags, login=self.login, runs=self.runs)
         secret = cookie_secret(self.directory)
         env |= {REPLICA_ENV: replica.name, COOKIE_SECRET_ENV: secret, TRAINERS_DIR_ENV: str(self.trainers_dir),
                 STARTED_RUNS_ENV: str(self.runtime_dir / "started_runs.jsonl")}  # fmt: skip
@@ -355,10 +357,15 @@ def startup_lines(replica_set: ReplicaSet) -> list[str]:
     return lines
 
 
+def replica_set_of(args: argparse.Namespace, streamlit_args: list[str], login: dict[str, str] | None = None) -> ReplicaSet:
+    """The replica set ``gradient-explorer run`` asks for (its parsed options); ValueError/OSError for bad ones."""
+    auth = Path(args.auth) if args.auth else None
+    return ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, auth, login, runs=args.runs)
+
+
 def main(args: argparse.Namespace, streamlit_args: list[str], login: dict[str, str] | None = None) -> int:
     try:
-        auth = Path(args.auth) if args.auth else None
-        replica_set = ReplicaSet(args.replicas or 1, args.ops, streamlit_args, args.share, auth, login)
+        replica_set = replica_set_of(args, streamlit_args, login)
     except (ValueError, OSError) as error:
         print(f"gradient-explorer run: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ fields (written back only when they compile) could not be managed by the page; a
 URL key after the widget key, which would tie ``p.<name>`` to one widget per op.
 
 One module per page, named for it: ``explore`` (:class:`ExploreState`), ``editor`` (:class:`EditorSource`),
-``train`` (the Train page's URL form and :class:`PresetView`), and ``query``, what their URL forms share. Every
+``train`` (the Train page's URL form and :class:`PresetView`), ``runs`` (:class:`RunsState`), and ``query``, what their URL forms share. Every
 name is importable from here (``from explorer import state``).
 """
 
@@ -61,6 +61,13 @@ from explorer.state.query import (
     last_value,
     url_number,
 )
+from explorer.state.runs import (
+    RUNS_URL_KEYS,
+    RunsState,
+    is_run_name,
+    runs_from_query,
+    runs_to_query,
+)
 from explorer.state.train import (
     LEARN_FLAG,
     PRESET_URL_KEY,
@@ -104,6 +111,8 @@ __all__ = [
     "PRESET_VIEW_URL_KEYS",
     "PresetView",
     "RELU_KEY",
+    "RUNS_URL_KEYS",
+    "RunsState",
     "STE_BIAS_SURROGATE",
     "TRAIN_URL_KEYS",
     "TrainState",
@@ -120,6 +129,7 @@ __all__ = [
     "finite_number",
     "from_query",
     "input_params",
+    "is_run_name",
     "last_value",
     "make_run",
     "params_from_text",
@@ -131,7 +141,9 @@ __all__ = [
     "preset_view_from_query",
     "preset_view_to_query",
     "run_params_text",
+    "runs_from_query",
     "runs_from_text",
+    "runs_to_query",
     "runs_to_text",
     "signature_query",
     "to_query",

@@ -15,7 +15,7 @@ start_user_code_worker()  # your ops' worker imports TensorFlow while this proce
 
 with runtime.startup_imports():  # the collector paused while TensorFlow and the rest import
     from explorer import cpu, loaded
-    from explorer.ui import editor, explore, train
+    from explorer.ui import editor, explore, runs, train
 
 
 def main() -> None:
@@ -31,6 +31,7 @@ def main() -> None:
         st.Page(explore.page, title="Explore", icon=":material/insights:", default=True),
         st.Page(train.page, title="Train", icon=":material/model_training:", url_path="train"),
         st.Page(editor.page, title="Editor", icon=":material/edit:", url_path="editor"),
+        st.Page(runs.page, title="Runs", icon=":material/monitoring:", url_path="runs"),
     ]
     page = st.navigation(pages)
     if os.environ.get(REPLICA_ENV):  # one of several servers behind the proxy (gradient-explorer run --replicas)

@@ -14,7 +14,8 @@ them just after the rename) reads only the merged one. A part that cannot be rea
 disk) is left out and named in ``problems``: what is whole is still shown.
 
 Runs are found by scanning the folder (as TensorBoard's ``--logdir``): there is no registry to keep in sync.
-A run's name is a plain file name inside the runs folder; :func:`run_path` refuses anything else.
+A run's name is a plain file name inside the runs folder; :func:`run_path` refuses anything else, and an
+``info.json``, table folder or part that is a symbolic link is not read (it may lead out of the runs folder).
 """
 
 from __future__ import annotations
@@ -222,7 +223,9 @@ def _part_range(path: Path) -> tuple[int, int]:
 def _part_files(folder: Path) -> list[Path]:
     """The parts of a table to read, in order: a merged part hides the parts it holds."""
     try:
-        names = [p for p in folder.iterdir() if _PART.fullmatch(p.name)]
+        if folder.is_symlink():
+            return []  # a table folder that is a link may lead out of the runs folder: not read
+        names = [p for p in folder.iterdir() if _PART.fullmatch(p.name) and not p.is_symlink()]
     except OSError:
         return []
     ranges = {p: _part_range(p) for p in names}
@@ -351,6 +354,8 @@ def _first_line(error: BaseException) -> str:
 
 def read_info(path: Path) -> dict[str, Any]:
     """``info.json`` of a run folder; ``FileNotFoundError`` if there is none, ``ValueError`` if unreadable."""
+    if (path / INFO_FILE).is_symlink():
+        raise ValueError(f"run {path.name!r}: its {INFO_FILE} is a link, which may lead out of the runs folder; not read")
     try:
         text = (path / INFO_FILE).read_text()
     except (FileNotFoundError, NotADirectoryError):
