@@ -50,3 +50,21 @@ def test_the_binary_example_shows_the_tight_clip_beside_the_wider_one(tmp_path):
     assert tight["below_share"] + tight["above_share"] > 0.8 > wide["below_share"] + wide["above_share"]
     assert tight["zero_grad_share"] == pytest.approx(tight["below_share"] + tight["above_share"])  # closed boundaries
     assert 0 <= wide["flip_ratio"] <= 1
+
+
+@pytest.mark.slow
+def test_the_runs_page_shows_the_runs_the_callback_wrote(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import serve
+
+    _example("watch_binary_digits").main(["--runs", str(tmp_path), "--epochs", "1"])
+    monkeypatch.setenv(serve.RUNS_ENV, str(tmp_path))
+    runs, _ = list_runs(tmp_path)
+    assert len(runs) == 2
+    for run in runs:
+        at = AppTest.from_string("from explorer.ui import runs\nruns.page()\n", default_timeout=300)
+        at.query_params["run"] = run.name
+        at.run()
+        assert not at.exception and not at.error, run.name
+        assert any(chart.key == "runs.layer_figure" for chart in at.get("plotly_chart"))
