@@ -23,6 +23,7 @@ part; a run whose fit raised is closed as "stopped" by the next fit of the same 
 from __future__ import annotations
 
 import atexit
+import functools
 import inspect
 import logging
 import math
@@ -257,6 +258,7 @@ class Watch(keras.callbacks.Callback):
         self.flush_seconds = flush_seconds
         self._prepared: tuple | None = None  # (model, probe, tensors, watched, skipped, probe function) of the last start
         self._fitting = False  # between on_train_begin and on_train_end
+        self._summary_of: tuple | None = None  # (model, its summary text): written in every run's info.json
         self._reset()
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -276,7 +278,6 @@ class Watch(keras.callbacks.Callback):
         self._epoch_base = 0
         self._probe_keras: tuple | None = None
         self._eager_probe = None
-        self._summary_fn = None
         self._summary_columns: list[list[str]] = []
         self._started = time.monotonic()
         self.stop_reason: str | None = None
@@ -413,10 +414,15 @@ class Watch(keras.callbacks.Callback):
         probe = eager.probe_jax if self.backend == "jax" else eager.probe_torch
         self._eager_probe = lambda: probe(model, layers, x, y, weights)
 
+    def _model_summary(self, model: keras.Model) -> str:
+        if self._summary_of is None or self._summary_of[0] is not model:
+            self._summary_of = (model, _summary(model))
+        return self._summary_of[1]
+
     def _open(self, model: keras.Model, probe_size: int) -> None:
         name = self.run_name or run_folder.new_run_name(run_folder.check_name(_safe_prefix(model.name)))
         info = {
-            "model": model.name, "model_summary": _summary(model), "keras_backend": self.backend,
+            "model": model.name, "model_summary": self._model_summary(model), "keras_backend": self.backend,
             "versions": _versions(self.backend), "command": list(sys.argv), "every": self.every,
             "probe_size": probe_size, "user": self.user, "host": socket.gethostname(),
             "layers": [w.info() for w in self.watched], "skipped": self.skipped,
@@ -498,39 +504,39 @@ class Watch(keras.callbacks.Callback):
             self.writer.append(table, rows)
 
     def _summaries(self, step: int, step_row, layer_rows, histogram_rows) -> None:
-        """Scalars and histograms for TensorBoard, written with ``tf.summary.write`` and the metadata TensorBoard's
-        own ``scalar``/``histogram`` summaries carry (so TensorBoard itself need not be installed to write them),
-        by one compiled call per record. A layer's scalars are the columns that apply to it (finite at its first
-        record; the flip ratio of a sign). A histogram is the record's fixed bins (under/overflow left out:
-        TensorBoard has no place for them)."""
+        """Scalars and histograms for TensorBoard: one ``Summary`` protocol buffer per record, its values carrying
+        the metadata TensorBoard's own ``scalar``/``histogram`` summaries carry, written with
+        ``tf.summary.experimental.write_raw_pb`` (one op: nothing to trace, and TensorBoard need not be installed
+        to write it). A layer's scalars are the columns that apply to it (finite at its first record; the flip
+        ratio of a sign). A histogram is the record's fixed bins (under/overflow left out: TensorBoard has no place
+        for them)."""
         if self._events_writer is None:
             return
         import tensorflow as tf
+        from tensorflow.core.framework import summary_pb2
 
-        if self._summary_fn is None:
-            columns = [[c for c in SCALAR_COLUMNS if _finite(row[c]) or (c == "flip_ratio" and entry.output_kind == "sign")]
-                       for row, entry in zip(layer_rows, self.watched, strict=True)]  # fmt: skip
-            self._summary_columns = columns
-            tags = ["probe/loss"] + [f"{row['layer']}/{c}" for row, cs in zip(layer_rows, columns, strict=True) for c in cs]
-            histogram_tags = [f"{row['layer']}/inputs" for row in layer_rows]
-            writer, scalar, histogram = self._events_writer, _SCALAR_METADATA(), _HISTOGRAM_METADATA()
+        if not self._summary_columns:
+            self._summary_columns = [
+                [c for c in SCALAR_COLUMNS if _finite(row[c]) or (c == "flip_ratio" and entry.output_kind == "sign")]
+                for row, entry in zip(layer_rows, self.watched, strict=True)
+            ]
+        scalar, histogram = _metadata("scalars", "DATA_CLASS_SCALAR"), _metadata("histograms", "DATA_CLASS_TENSOR")
+        summary = summary_pb2.Summary()
 
-            def write(at, scalars, buckets):
-                with writer.as_default(step=at):
-                    for index, tag in enumerate(tags):
-                        tf.summary.write(tag, scalars[index], metadata=scalar)
-                    for tag, values in zip(histogram_tags, buckets, strict=True):
-                        tf.summary.write(tag, values, metadata=histogram)
-                return tf.constant(True)
+        def add(tag: str, metadata, array: np.ndarray) -> None:
+            value = summary.value.add(tag=tag)
+            value.metadata.CopyFrom(metadata)
+            value.tensor.CopyFrom(tf.make_tensor_proto(array))
 
-            self._summary_fn = tf.function(write, autograph=False)
-        scalars = [step_row["loss"]] + [row[c] for row, cs in zip(layer_rows, self._summary_columns, strict=True)
-                                        for c in cs]  # fmt: skip
-        buckets = []
-        for row in histogram_rows:
-            edges = np.linspace(row["lo"], row["hi"], len(row["counts"]) + 1)
-            buckets.append(tf.constant(np.stack([edges[:-1], edges[1:], np.asarray(row["counts"], np.float64)], axis=1)))
-        self._summary_fn(tf.constant(step, tf.int64), tf.constant(np.asarray(scalars, np.float32)), buckets)
+        add("probe/loss", scalar, np.float32(step_row["loss"]))
+        for row, columns, bins in zip(layer_rows, self._summary_columns, histogram_rows, strict=True):
+            for column in columns:
+                add(f"{row['layer']}/{column}", scalar, np.float32(row[column]))
+            edges = np.linspace(bins["lo"], bins["hi"], len(bins["counts"]) + 1)
+            add(f"{row['layer']}/inputs", histogram,
+                np.stack([edges[:-1], edges[1:], np.asarray(bins["counts"], np.float64)], axis=1))  # fmt: skip
+        with self._events_writer.as_default():
+            tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
 
     def _alarm(self, step: int, layer_rows: list[dict[str, Any]]) -> None:
         for row in layer_rows:
@@ -579,21 +585,15 @@ def _finite(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
+@functools.cache
 def _metadata(plugin: str, data_class: str):
+    """The ``SummaryMetadata`` TensorBoard's plugin ``plugin`` writes (``scalars``, ``histograms``)."""
     from tensorflow.core.framework import summary_pb2
 
     metadata = summary_pb2.SummaryMetadata()
     metadata.plugin_data.plugin_name = plugin
     metadata.data_class = getattr(summary_pb2, data_class)
-    return metadata.SerializeToString()
-
-
-def _SCALAR_METADATA() -> bytes:  # noqa: N802 - a constant built on first use (TensorFlow is imported late)
-    return _metadata("scalars", "DATA_CLASS_SCALAR")
-
-
-def _HISTOGRAM_METADATA() -> bytes:  # noqa: N802
-    return _metadata("histograms", "DATA_CLASS_TENSOR")
+    return metadata
 
 
 def _output_kind(outputs: np.ndarray) -> str | None:
