@@ -513,7 +513,7 @@ class Watch(keras.callbacks.Callback):
         if self._events_writer is None:
             return
         import tensorflow as tf
-        from tensorflow.core.framework import summary_pb2
+        from tensorflow.core.framework import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
         if not self._summary_columns:
             self._summary_columns = [
@@ -523,18 +523,24 @@ class Watch(keras.callbacks.Callback):
         scalar, histogram = _metadata("scalars", "DATA_CLASS_SCALAR"), _metadata("histograms", "DATA_CLASS_TENSOR")
         summary = summary_pb2.Summary()
 
-        def add(tag: str, metadata, array: np.ndarray) -> None:
+        def add_scalar(tag: str, number: float) -> None:
             value = summary.value.add(tag=tag)
-            value.metadata.CopyFrom(metadata)
-            value.tensor.CopyFrom(tf.make_tensor_proto(array))
+            value.metadata.CopyFrom(scalar)
+            value.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[number],
+                                                         tensor_shape=tensor_shape_pb2.TensorShapeProto()))  # fmt: skip
 
-        add("probe/loss", scalar, np.float32(step_row["loss"]))
+        add_scalar("probe/loss", step_row["loss"])
         for row, columns, bins in zip(layer_rows, self._summary_columns, histogram_rows, strict=True):
             for column in columns:
-                add(f"{row['layer']}/{column}", scalar, np.float32(row[column]))
+                add_scalar(f"{row['layer']}/{column}", row[column])
             edges = np.linspace(bins["lo"], bins["hi"], len(bins["counts"]) + 1)
-            add(f"{row['layer']}/inputs", histogram,
-                np.stack([edges[:-1], edges[1:], np.asarray(bins["counts"], np.float64)], axis=1))  # fmt: skip
+            buckets = np.stack([edges[:-1], edges[1:], np.asarray(bins["counts"], np.float64)], axis=1)
+            shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n)
+                                                           for n in buckets.shape])  # fmt: skip
+            value = summary.value.add(tag=f"{row['layer']}/inputs")
+            value.metadata.CopyFrom(histogram)
+            value.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, tensor_shape=shape,
+                                                         tensor_content=buckets.astype("<f8").tobytes()))  # fmt: skip
         with self._events_writer.as_default():
             tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
 
