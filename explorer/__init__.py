@@ -9,6 +9,9 @@ Nothing here imports streamlit; the pages in ``explorer.ui`` do.
     table = explorer.metrics(result)                      # peak, fwhm, area, dead zone, ...
     explorer.plot(my_fn); explorer.check(my_fn)           # in a notebook: figure, coloured verdict table
 
+    model.fit(x, y, callbacks=[explorer.Watch("runs", every=100)])  # what each custom gradient sees, recorded
+    explorer.watch(model, (x[:64], y[:64])).layers        # the same, once, now (the package is callable)
+
 ``sweep``, ``plot``, ``check``, ``plot_training`` and ``interact`` (:mod:`explorer.notebook`) take a built-in
 key, an ``OpSpec``, your ``@tf.custom_gradient`` function or a Keras layer directly.
 
@@ -36,10 +39,11 @@ _EXPORTS = {
     "special_points": "explorer.explore.points",
     "metrics": "explorer.explore.measures",
     "metrics_table": "explorer.explore.measures",
+    "Watch": "explorer.watch.callback",  # the Keras callback; explorer.watch(model, probe) is the package, callable
 }
 
 # Packages reached as attributes without an import of their own (``explorer.train.compare(...)`` in a notebook).
-_PACKAGES = ("explore", "checker", "train", "testing")
+_PACKAGES = ("explore", "checker", "train", "testing", "watch")
 
 __all__ = sorted(_EXPORTS)
 

@@ -61,8 +61,8 @@ def test_the_wheel_installs_the_command_and_the_pinned_requirements(wheel):
     required = {line.split(": ", 1)[1] for line in wheel.read(metadata).decode().splitlines() if line.startswith("Requires-Dist")}
     pinned = {line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")}
     assert {line for line in required if "extra ==" not in line} == pinned
-    # the notebook extra (explorer.interact), the images extra (explorer.plot(..., save=...)) and the backends extra
-    # (verify --backends: JAX's CPU build), and only they
+    # the notebook extra (explorer.interact), the images extra (explorer.plot(..., save=...)), the backends extra
+    # (verify --backends: JAX's CPU build) and the examples extra (scikit-learn's digits), and only they
     by_extra: dict[str, set[str]] = {}
     for line in required:
         if "extra ==" in line:
@@ -72,4 +72,5 @@ def test_the_wheel_installs_the_command_and_the_pinned_requirements(wheel):
         'extra == "notebook"': {"ipywidgets", "anywidget"},
         'extra == "images"': {"kaleido"},
         'extra == "backends"': {"jax", "jaxlib"},
+        'extra == "examples"': {"scikit-learn"},
     }

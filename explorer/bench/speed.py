@@ -37,6 +37,9 @@ How each target figure is measured (the docstring of each ``measure_*`` function
   (:func:`explorer.bench.presets.preset_seconds`, the presets interleaved, median of 3); the figure is
   the slowest preset, ``preset_first_result_s_by_preset`` has each (target: every one under 10 s).
   Skipped under ``--quick`` (SKIP in the table, listed in ``skipped`` in the JSON).
+* ``watch_every_100_vs_without`` and ``watch_every_10_vs_without``: a 1,140-step ``Model.fit`` of the spiking digits
+  example's model with ``explorer.Watch(every=...)`` (run folder and TensorBoard events written) over the same fit
+  without it, interleaved, median of the per-pair ratios (:func:`measure_watch`).
 * ``figure_bytes_1m``: bytes of ``plotly.io.to_json(figure, validate=False)`` (what
   ``st.plotly_chart`` sends) of :func:`explorer.explore.figures.main_figure` for the 1,000,000-point sweep.
 
@@ -127,6 +130,8 @@ TARGETS: dict[str, Target] = {
         Target("loaded_input_vs_builtin_rerun", 1.5, "x", "explore rerun after a two-input function's scalar input moves / a built-in's slider"),
         Target("check_seconds_per_function", 1.5, "s", "all checks of one examples/ function, warm, median over them"),
         Target("check_backends_vs_tf", 3, "x", "backends check of one function on every installed backend / on TF alone, warm workers"),
+        Target("watch_every_100_vs_without", 1.05, "x", "a digits fit with explorer.Watch(every=100) / the same fit without it"),
+        Target("watch_every_10_vs_without", 1.3, "x", "a digits fit with explorer.Watch(every=10) / the same fit without it"),
         Target("runs_open_s", 1.0, "s", "Runs page opened on a 10,000-step, 20-layer run to its figures (a new session)"),
         Target("runs_step_vs_floor", 1.5, "x", "Runs page rerun after a step-slider move / the floor page's rerun"),
         Target("runs_read_10k_vs_1k", 1.5, "x", "bytes the Runs page reads to open a 10,000-step run / a 1,000-step run"),
@@ -149,11 +154,12 @@ class Repetitions:
     presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
     loaded_pairs: int = 12  # AppTest reruns, loaded op and built-in interleaved
     check: int = 1  # timed runs of every examples/ function's checks (after one warm-up run each)
+    watch: int = 5  # pairs of fits (about 4 s each) without and with the callback, per setting of `every`
 
 
 FULL = Repetitions()
 QUICK = Repetitions(sweep_2k=3, sweep_1m=3, rerun=3, cold_start=1, train=1, train_warm=5, relu_ratio=7, figure=1,
-                    presets=0, loaded_pairs=4)
+                    presets=0, loaded_pairs=4, watch=3)
 
 
 def _median_time(function: Callable[[], Any], repetitions: int) -> float:
@@ -633,6 +639,57 @@ def measure_check(reps: Repetitions) -> dict[str, Any]:
     }
 
 
+# -- the watch callback ----------------------------------------------------------------------------------
+WATCH_EPOCHS = 20  # of scikit-learn's 1,797 digits in batches of 32: 1,140 steps a fit
+WATCH_BATCH = 32
+
+
+def _example(name: str):
+    """A module of examples/ (not a package), imported from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", REPO_ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure_watch(reps: Repetitions) -> dict[str, Any]:
+    """Issue 46: what ``explorer.Watch`` costs a real ``Model.fit``: the spiking digits example's model (64 -> 12
+    spikes -> 10) for :data:`WATCH_EPOCHS` epochs, fits without and with the callback interleaved (without, with,
+    without, ...), median of the per-pair ratios, for ``every=100`` and ``every=10``. The callback writes its run
+    folder and TensorBoard events to a temporary folder, as a user's would; each setting's callback is reused
+    across its fits (one Watch per training script, as a user writes it), so its one-time trace is paid once,
+    in the warm-up fit."""
+    import tempfile
+
+    import explorer
+
+    example = _example("watch_spiking_digits")
+    x, y = example.load_digits()
+    model = example.build_model(example.WIDE, "bench-watch")
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as runs:
+        for every in (100, 10):
+            callback = explorer.Watch(runs, every=every)
+
+            def without() -> None:
+                model.fit(x, y, batch_size=WATCH_BATCH, epochs=WATCH_EPOCHS, verbose=0)
+
+            def watched(callback=callback) -> None:
+                model.fit(x, y, batch_size=WATCH_BATCH, epochs=WATCH_EPOCHS, verbose=0, callbacks=[callback])
+
+            without()
+            watched()  # warm-up: the train function and the callback's probe traced
+            measured = interleave(timed(without), timed(watched), reps.watch)
+            results[f"watch_every_{every}_vs_without"] = measured.ratio
+            results[f"watch_fit_without_s_every_{every}"] = measured.baseline_s
+            results[f"watch_fit_with_s_every_{every}"] = measured.measured_s
+            results[f"watch_records_per_fit_every_{every}"] = len(callback.steps)
+    results["watch_steps_per_fit"] = WATCH_EPOCHS * math.ceil(len(x) / WATCH_BATCH)
+    return results
+
+
 # -- the Runs page (issue 47) ------------------------------------------------------------------------------
 RUNS_LAYERS = 20
 RUNS_STEPS = (1_000, 10_000)
@@ -769,6 +826,7 @@ MEASUREMENTS: dict[str, tuple[Callable[[Repetitions], dict[str, Any]], tuple[str
     "loaded": (measure_loaded, ("loaded_vs_builtin_rerun",)),
     "check": (measure_check, ("check_seconds_per_function",)),
     "loaded_input": (measure_loaded_input, ("loaded_input_vs_builtin_rerun",)),
+    "watch": (measure_watch, ("watch_every_100_vs_without", "watch_every_10_vs_without")),
     "runs": (measure_runs, ("runs_open_s", "runs_step_vs_floor", "runs_read_10k_vs_1k")),
     "backends": (lambda reps: _backends_bench().measure_backends_vs_tf(interleave, timed, 3 if reps is QUICK else 7),
                  ("check_backends_vs_tf",)),

@@ -27,9 +27,9 @@ def fit(root: str, name: str, stop_file: Path) -> None:
     """A 2-4-4-1 model with a spike op and a straight-through sign, trained with the Watch callback every step."""
     import keras
     import numpy as np
-    from explorer.watch.callback import Watch
 
     import ops
+    from explorer.watch.callback import Watch
 
     started = time.monotonic()
 
