@@ -207,7 +207,9 @@ def test_readme_is_short_and_starts_with_the_two_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
     assert "make run" in text and "make test" in text
-    assert text.index("make run") < text.index("## The three pages")
+    set_up = text.index("## Set up")
+    next_section = text.index("\n## ", set_up)
+    assert set_up < text.index("make run") < text.index("make test") < next_section  # the first section a newcomer reads
 
 
 def test_every_relative_link_and_picture_in_the_docs_exists():
