@@ -154,7 +154,8 @@ class Repetitions:
     presets: int = 3  # each repetition times every preset once (about a minute); 0 skips them
     loaded_pairs: int = 12  # AppTest reruns, loaded op and built-in interleaved
     check: int = 1  # timed runs of every examples/ function's checks (after one warm-up run each)
-    watch: int = 5  # pairs of fits (about 4 s each) without and with the callback, per setting of `every`
+    watch: int = 11  # pairs of fits (about 2 s each) without and with the callback, per setting of `every`: a
+    # median of 5 pairs moved by 5 % between runs on a busy machine, the size of the every=100 target's margin
 
 
 FULL = Repetitions()
