@@ -678,7 +678,7 @@ def kink_on_sweep(subject: Subject) -> Check:
             f"{fmt(sides['value'])}"
         )
         judged.append(text)
-        if not sides["value"] <= high + tolerance:
+        if not low - tolerance <= sides["value"] <= high + tolerance:
             outside.append(f"{text}, outside [{fmt(low)}, {fmt(high)}]{surrogate}")
     jump_note = (
         f"; {jumps} jump(s) of the forward not judged (there the value is a design choice, see special_points)"
