@@ -51,6 +51,7 @@ def test_the_tolerances_are_the_contract():
     assert higher_order.SECOND_TOLERANCE == {"float64": {"rtol": 1e-3, "atol": 1e-6}, "float32": {"rtol": 2e-2, "atol": 2e-3}}
     assert (common.GRAPH_TOLERANCE, common.COMPARE_TOLERANCE) == ({"rtol": 1e-5, "atol": 1e-6}, {"rtol": 1e-4, "atol": 1e-6})
     assert common.RATIO_TOLERANCE == 1e-3 and higher_order.ZERO_SECOND == 1e-5
+    assert higher_order.JVP_TOLERANCE == {"rtol": 1e-4, "atol": 1e-5}
     assert backends.TOLERANCE == {"float16": (1e-2, 1e-2), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12)}
 
 
@@ -290,3 +291,46 @@ def test_vs_autodiff_says_equal_within_its_tolerance_and_names_a_constant_factor
 )  # fmt: skip
 def test_ratio_words_within_the_ratio_tolerance(ratio, words):
     assert elementwise._ratio_words(ratio) == words
+
+
+# -- second_order: None is right only where the reference is 0 (ZERO_SECOND) -------------------------------
+def _detached_line(slope: float):
+    """x + slope x^2 / 2 with the backward dy * (1 + slope * x) computed from a detached x: the second derivative
+    through it is None, the custom gradient's own derivative is ``slope`` everywhere."""
+
+    @tf.custom_gradient
+    def detached(x):
+        def grad(dy):
+            return dy * (1.0 + tf.constant(slope, x.dtype) * tf.stop_gradient(x))
+
+        return x + tf.constant(slope / 2, x.dtype) * x * x, grad
+
+    return detached
+
+
+@pytest.mark.parametrize(("slope", "level"), [(0.0, "pass"), (0.5e-5, "pass"), (3e-5, "warn"), (1.0, "warn")])
+def test_none_through_the_custom_gradient_passes_only_where_its_derivative_is_zero(slope, level):
+    """ZERO_SECOND is 1e-5: a derivative of 0.5e-5 counts as 0, one of 3e-5 does not."""
+    check = checks.check_second_order(Subject.of(_detached_line(slope)))
+    assert check.level == level, check.message
+    assert check.message.startswith("None through the custom gradient (eager and tf.function)")
+
+
+# -- forward_mode: uᵀ(Jv) from ForwardAccumulator against (uᵀJ)v from the backward (JVP_TOLERANCE) ----------
+def _sine_with_backward_times(factor: float):
+    """sin(x), its backward factor * cos(x): forward mode sees cos(x) (the forward's own JVP)."""
+
+    @tf.custom_gradient
+    def sine(x):
+        return tf.sin(x), lambda dy: dy * tf.constant(factor, x.dtype) * tf.cos(x)
+
+    return sine
+
+
+@pytest.mark.parametrize(("factor", "level"), [(1.0, "pass"), (1 + 0.2e-4, "pass"), (1 + 5e-4, "warn"), (-1.0, "warn")])
+def test_forward_mode_agrees_within_its_tolerance_and_warns_beyond_it(factor, level):
+    """JVP_TOLERANCE is rtol 1e-4, atol 1e-5 on each point's u·(Jv) against (uᵀJ)v."""
+    check = checks.check_forward_mode(Subject.of(_sine_with_backward_times(factor)))
+    assert check.level == level, check.message
+    if level == "warn":
+        assert check.message.startswith("forward mode does not follow the custom gradient: eager: uᵀ(Jv) =")
