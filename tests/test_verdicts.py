@@ -65,6 +65,7 @@ def test_the_tolerances_are_the_contract():
         (0.3, "pass"),  # a subgradient in between
         (RIGHT, "pass"),
         (RIGHT + 0.5 * KINK_TOL, "pass"),
+        (RIGHT + 0.75 * KINK_TOL, "pass"),  # 1.5e-4: inside only because the tolerance scales with the slope 2
         (RIGHT + 3 * KINK_TOL, "fail"),  # above the upper slope: the upper bound
         (5.0, "fail"),
         (-1.0, "fail"),
