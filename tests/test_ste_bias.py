@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ops
 from explorer.train import presets, ste_bias
 
 
@@ -166,3 +167,73 @@ def test_each_run_takes_its_estimators_step(estimator):
         baseline = 0.9 * baseline + 0.1 * f
         theta = theta - lr * grad
     np.testing.assert_allclose(got, np.stack(expected), rtol=1e-12)
+
+
+# -- what mutation testing found untested (docs/testing.md) -------------------------------------------------
+BOUNDS = [  # (argument, lowest accepted, highest accepted, just below, just above)
+    ("p", 1.0, 4.0, 0.999, 4.001), ("t", 0.05, 0.49, 0.0499, 0.4901), ("steps", 1, 20_000, 0, 20_001),
+    ("lr", 1e-6, 10.0, 0.9e-6, 10.001), ("seeds", 1, 50, 0, 51), ("seed", 0, 2**31 - 1, -1, 2**31),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "low", "high", "below", "above"), BOUNDS)
+def test_each_argument_is_accepted_at_both_ends_of_its_range_and_refused_beyond_them_by_name(name, low, high, below, above, monkeypatch):
+    # the range check, not the runs: q = 0 for every kept step (keep) and seed (the draws' columns)
+    monkeypatch.setattr(ste_bias, "_numpy_run", lambda *a: np.zeros((a[5].sum(), a[4].shape[1])))
+    monkeypatch.setattr(ste_bias, "_surrogate_run", lambda *a: np.zeros((a[6].sum(), a[5].shape[1])))
+    small = {"steps": 1, "seeds": 1}
+    for value in (low, high):
+        ste_bias.ste_bias(**{**small, name: value})
+    for value in (below, above, float("nan"), True):
+        with pytest.raises(ValueError, match=rf"^{name} must be a (whole )?number in \["):
+            ste_bias.ste_bias(**{**small, name: value})
+    if name in ("p", "t"):
+        ste_bias.closed_forms(**{"p": 2.0, "t": 0.45, name: high})
+        with pytest.raises(ValueError, match=rf"^{name} must be a number in \["):
+            ste_bias.closed_forms(**{"p": 2.0, "t": 0.45, name: above})
+
+
+def test_the_defaults_are_the_papers_setting():
+    import inspect
+
+    defaults = {k: v.default for k, v in inspect.signature(ste_bias.ste_bias).parameters.items()}
+    assert defaults == {"p": 2.0, "t": 0.45, "steps": 3000, "lr": 0.1, "seeds": 5, "seed": 0, "surrogate": "sigmoid",
+                        "surrogate_params": None}  # fmt: skip
+
+
+def test_draws_are_the_seeded_uniforms_column_by_column():
+    draws = ste_bias._draws(1000, 3, 17)
+    expected = np.stack([np.random.default_rng([17, s]).random(1000) for s in range(3)], axis=1)
+    np.testing.assert_array_equal(draws, expected)  # the clip to [1e-12, 1 - 1e-12] changes none of these
+
+
+def test_a_long_run_keeps_every_other_step_and_its_frame_is_complete():
+    """600 steps: every (600 // 300) = 2nd step is kept, and the last; one row per kept step and seed."""
+    runs = ste_bias.ste_bias(2.0, 0.45, steps=600, seeds=1, surrogate="sigmoid")
+    assert list(runs.columns) == ["estimator", "label", "seed", "step", "q", "loss"]
+    assert list(runs.index) == list(range(len(runs)))
+    exact = runs[runs["estimator"] == "exact"]
+    assert exact["step"].tolist() == list(range(0, 601, 2)) and exact["label"].iloc[0] == "exact gradient"
+    np.testing.assert_allclose(exact["loss"], exact["q"] * 0.55**2 + (1 - exact["q"]) * 0.45**2, rtol=1e-12)
+
+
+def test_the_surrogates_parameters_reach_its_run_and_only_spike_ops_are_offered():
+    """The sigmoid surrogate's gradient at theta - logit(xi): a different slope, a different run."""
+    steep = ste_bias.ste_bias(2.0, 0.3, steps=20, seeds=1, surrogate="sigmoid", surrogate_params={"slope": 80.0})
+    flat = ste_bias.ste_bias(2.0, 0.3, steps=20, seeds=1, surrogate="sigmoid", surrogate_params={"slope": 1.0})
+    column = "surrogate:sigmoid"
+    assert not np.allclose(steep[steep.estimator == column]["q"], flat[flat.estimator == column]["q"])
+    offered = ste_bias.spike_ops()
+    assert {"sigmoid", "atan", "straight_through"} <= set(offered)
+    assert all(ops.get(key).family == "spike" for key in offered) and "ste_sign" not in offered
+    with pytest.raises(ValueError, match=r"surrogate must be a spike op \((\w+, )+\w+\), got 'ste_sign'"):
+        ste_bias.ste_bias(surrogate="ste_sign")
+    with pytest.raises(ValueError, match="estimator must be one of exact, reinforce, reinforce_baseline, ste_identity"):
+        ste_bias.estimator_gradient("nope", 0.5, 1.0, 2.0, 0.45)
+
+
+def test_reinforce_without_a_baseline_is_the_baseline_estimator_at_zero():
+    b = np.array([0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(ste_bias.estimator_gradient("reinforce_baseline", 0.3, b, 2.0, 0.45),
+                                  ste_bias.estimator_gradient("reinforce", 0.3, b, 2.0, 0.45))  # fmt: skip
+    assert ste_bias.estimator_gradient("reinforce_baseline", 0.3, 1.0, 2.0, 0.45) == pytest.approx(0.55**2 * 0.7)
