@@ -335,3 +335,40 @@ def test_forward_mode_agrees_within_its_tolerance_and_warns_beyond_it(factor, le
     assert check.level == level, check.message
     if level == "warn":
         assert check.message.startswith("forward mode does not follow the custom gradient: eager: uᵀ(Jv) =")
+
+
+def test_backend_comparison_nan_missing_shapes_and_where_it_differs():
+    """NaN on both sides is agreement; NaN on one side (or against a reference of another shape, or none) is a
+    difference; an integer dtype gets the float32 tolerance; the message lists the first three indices."""
+    compare = backends._compare_arrays
+    nan = np.float32(np.nan)
+    both = np.array([nan, 1.0], np.float32)
+    assert compare("output", both, both.copy(), None, "tensorflow eager") is None
+    kind, gets = compare("output", np.array([nan, 1.0], np.float32), np.array([0.5, 1.0], np.float32), None, "tf")
+    assert (kind, gets) == ("nan", "output NaN at 1 of 2 elements, without an error")
+    assert compare("output", np.array([nan], np.float32), None, None, "tf")[0] == "nan"  # no reference: NaN is news
+    assert compare("output", np.array([nan, 1.0], np.float32), np.ones(3, np.float32), None, "tf")[0] == "nan"
+    assert compare("output", np.array([1.0], np.float32), None, None, "tf") is None  # nothing to compare with
+    assert compare("output", np.array([1.0, 2.0], np.float32), np.ones(3, np.float32), None, "tf") is None
+    integers = np.array([100000, 7], np.int32)
+    assert compare("output", integers, np.array([100009, 7], np.int32), None, "tf") is None  # 9 <= 1e-5 + 1e-4 * 1e5
+    assert compare("output", integers, np.array([100012, 7], np.int32), None, "tf")[0] == "values"
+    kind, gets = compare("gradient of x", np.arange(5, dtype=np.float32) + 1, np.zeros(5, np.float32), None, "tf eager")
+    assert gets == ("gradient of x [1, 2, 3, 4, ...] where tf eager gives [0, 0, 0, 0, ...] (5 of 5 elements differ, "
+                    "first at index (0,), (1,), (2,))")  # fmt: skip
+
+
+def test_the_explore_panels_shading_with_nan_errors_and_missing_curves():
+    x = np.array([0.0, 1.0, 2.0], np.float32)
+    reference = {"forward": np.array([np.nan, 1.0, 2.0]), "gradient": np.array([1.0, np.nan, 1.0])}
+    same = {"forward": np.array([np.nan, 1.0, 2.0]), "gradient": np.array([1.0, np.nan, 1.0])}
+    assert not backends._differing(x, {"tensorflow": reference, "jax": same}).any()  # NaN on both sides agrees
+    assert backends._differing(x, {"tensorflow": reference, "jax": {"error": "TypeError: no"}}).all()
+    assert backends._differing(x, {"tensorflow": {"error": "E: x"}, "jax": reference}).all()
+    assert not backends._differing(x, {"tensorflow": {"error": "E: x"}, "jax": {"error": "E: y"}}).any()
+    no_gradient = {"forward": np.array([np.nan, 1.0, 2.0]), "gradient": None}
+    assert backends._differing(x, {"tensorflow": reference, "jax": no_gradient}).all()  # a missing curve: all of it
+    shorter = {"forward": np.array([np.nan, 1.0, 2.0]), "gradient": np.ones(2)}
+    assert backends._differing(x, {"tensorflow": reference, "jax": shorter}).all()
+    assert backends._differing(x, {"tensorflow": reference, "jax": {**same, "gradient": np.array([1.0, 0.0, 1.0])}}).tolist() == [
+        False, True, False]  # fmt: skip
