@@ -372,3 +372,27 @@ def test_the_explore_panels_shading_with_nan_errors_and_missing_curves():
     assert backends._differing(x, {"tensorflow": reference, "jax": shorter}).all()
     assert backends._differing(x, {"tensorflow": reference, "jax": {**same, "gradient": np.array([1.0, 0.0, 1.0])}}).tolist() == [
         False, True, False]  # fmt: skip
+
+
+def test_the_backends_row_names_what_was_compared_what_was_not_and_how_many_more_differ():
+    plan_ = {"inputs": ["x"], "assignments": [{"values": [np.zeros(2, np.float32)]}], "keywords": []}
+    ok = {"outputs": [np.ones(2, np.float32)], "gradients": [np.ones(2, np.float32)]}
+    same = {"eager": [ok], "compiled": [ok]}
+    skipped = {"eager": [ok], "compiled": [{"skipped": "no C compiler"}]}
+    row = backends.verdict("f", plan_, {"tensorflow": same, "jax": skipped}, missing=["torch"])
+    assert (row.name, row.level) == ("backends", "pass")
+    assert row.message == (
+        "tensorflow eager and tf.function, jax eager and jax.jit agree: forward and gradients, shapes and dtypes "
+        f"(torch not installed ({backends.INSTALL['torch']}); skipped jax jax.jit: no C compiler)"
+    )
+    assert backends.verdict("f", plan_, {"tensorflow": same, "jax": same}).message.endswith("shapes and dtypes")
+    # seven differences (two outputs and five gradients off in one mode each): six shown, "and 1 more"
+    plan7 = {"inputs": list("abcde"), "assignments": [{"values": [np.zeros(2, np.float32)] * 5}], "keywords": []}
+    good = {"outputs": [np.ones(2, np.float32)] * 2, "gradients": [np.ones(2, np.float32)] * 5}
+    bad = {"outputs": [np.full(2, 3.0, np.float32)] * 2, "gradients": [np.full(2, 3.0, np.float32)] * 5}
+    row = backends.verdict("g", plan7, {"tensorflow": {"eager": [good], "compiled": [good]},
+                                        "jax": {"eager": [bad], "compiled": [good]}})  # fmt: skip
+    assert (row.name, row.level) == ("backends", "fail")
+    assert row.message.startswith("differs on jax eager (reference: tensorflow eager). jax eager: output 1 [3, 3] where")
+    assert row.message.count("jax eager: ") == 6 and " (and 1 more). Likely cause: " in row.message
+    assert row.message.endswith("Compared: tensorflow, jax")
