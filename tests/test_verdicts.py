@@ -396,3 +396,19 @@ def test_the_backends_row_names_what_was_compared_what_was_not_and_how_many_more
     assert row.message.startswith("differs on jax eager (reference: tensorflow eager). jax eager: output 1 [3, 3] where")
     assert row.message.count("jax eager: ") == 6 and " (and 1 more). Likely cause: " in row.message
     assert row.message.endswith("Compared: tensorflow, jax")
+
+
+def test_a_jump_is_counted_and_not_judged():
+    """H(x) with the custom value 100 at 0: a jump, not a kink; the row says how many jumps it left alone."""
+
+    @tf.custom_gradient
+    def step_with_a_tall_value(x):
+        value = tf.where(tf.equal(x, 0), tf.constant(100.0, x.dtype), tf.zeros_like(x))
+        return tf.where(x > 0, tf.ones_like(x), tf.zeros_like(x)), lambda dy: dy * value
+
+    check = _kink(step_with_a_tall_value)
+    assert (check.name, check.level) == ("kink", "pass"), check.message
+    assert check.message == (
+        "no kink of the forward among the special points of [-3, 3]; 1 jump(s) of the forward not judged (there the "
+        "value is a design choice, see special_points)"
+    )
