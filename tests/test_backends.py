@@ -3,12 +3,11 @@
 The values each backend reports are checked against NumPy formulas worked out by hand (the fast-sigmoid
 surrogate, the straight-through clip, Keras's fake quantisation at a tie), not against another run of the
 checker. JAX comes with the ``backends`` extra (.ci/run installs it); without torch its tests skip, with the
-reason and how to install it in pytest's summary.
+reason and how to install it in pytest's summary; with CI=true they fail instead (tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +15,16 @@ import pytest
 
 from explorer.checker import backends
 from explorer.checker.backends import Difference, compare, parse_backends, verdict
+from tests.conftest import IN_CI, installed, require
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTABLE = str(ROOT / "examples" / "backends_portable.py")
 PITFALLS = str(ROOT / "examples" / "backends_pitfalls.py")
-HAS_JAX = importlib.util.find_spec("jax") is not None
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_jax = pytest.mark.skipif(not HAS_JAX, reason="JAX is not installed: pip install -e '.[backends]'")
-needs_torch = pytest.mark.skipif(
-    not HAS_TORCH, reason="TORCH IS NOT INSTALLED, its comparisons did not run: pip install torch (a CPU build, README)"
-)
+JAX_WHY = "the TensorFlow-vs-JAX comparisons need it: pip install -e '.[backends]'"
+TORCH_WHY = "the torch comparisons need it: pip install torch==2.13.0 (the CPU build; README, .ci/run installs it)"
+HAS_JAX, HAS_TORCH = installed("jax"), installed("torch")
+needs_jax = pytest.mark.requires("jax", JAX_WHY)
+needs_torch = pytest.mark.requires("torch", TORCH_WHY)
 
 
 def upstream(shape) -> np.ndarray:
@@ -176,6 +175,8 @@ def test_silent_nan_on_torch_becomes_a_named_failure(workers):
 def test_verify_rows_of_the_examples(workers):
     """The portable functions pass; each pitfall fails naming the backend(s), mode and fix (TF vs JAX always;
     the torch-only pitfall when torch is there)."""
+    if not HAS_TORCH and IN_CI:  # locally the TensorFlow-vs-JAX rows run alone (test_silent_nan_... says torch is missing)
+        require("torch", TORCH_WHY)
     names = installed_backends()
     every = backends.backend_rows([PORTABLE, PITFALLS], [], names)
     rows = {row["op"]: row for row in every if row["check"] == "backends"}

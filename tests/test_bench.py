@@ -323,14 +323,13 @@ def test_tree_cpu_seconds_counts_what_the_kernel_reports_for_this_process():
 def test_the_idle_priority_wrapper_runs_its_program_under_sched_idle(monkeypatch, tmp_path):
     """--trainers-idle: whatever the wrapper starts runs under SCHED_IDLE, which the kernel reports."""
     import os
-    import shutil
     import subprocess
     import sys
 
     from explorer.bench import browser
+    from tests.conftest import require_tool
 
-    if shutil.which("chrt") is None:
-        pytest.skip("chrt (util-linux) is not installed")
+    require_tool("chrt", "--trainers-idle runs Chromium under chrt (util-linux)")
     monkeypatch.setattr(browser, "CHROMIUM", sys.executable)  # stands in for Chromium: reports its policy
     wrapper = browser.idle_priority_chromium(tmp_path)
     done = subprocess.run(

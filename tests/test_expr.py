@@ -282,10 +282,17 @@ def test_surrogate_layer_trains_one_step(spike, gradient, first_kernel_changes):
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     inputs = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
     targets = inputs.sum(axis=1, keepdims=True)
-    before = model.layers[0].kernel.numpy().copy()
+    w1, b1, w2, b2 = (w.copy() for w in model.get_weights())
     history = model.fit(inputs, targets, epochs=1, batch_size=16, verbose=0)
-    assert np.isfinite(history.history["loss"][0])
-    assert (not np.allclose(model.layers[0].kernel.numpy(), before)) == first_kernel_changes
+    # the step by hand in NumPy: h = x W1 + b1, s = H(h), y = s W2 + b2, L = mean((y - t)^2); the surrogate passes
+    # dL/ds * 1 / (k |h| + 1)^2 to h (custom), the step's true derivative 0 passes nothing (true)
+    h = inputs.astype(np.float64) @ w1 + b1
+    y = (h > 0) @ w2 + b2
+    assert history.history["loss"][0] == pytest.approx(np.mean((y - targets) ** 2), rel=1e-5)
+    through = 1.0 / (5.0 * np.abs(h) + 1.0) ** 2 if first_kernel_changes else np.zeros_like(h)
+    d_h = (2.0 * (y - targets) / len(inputs)) @ w2.T * through
+    np.testing.assert_allclose(model.layers[0].kernel.numpy(), w1 - 0.1 * inputs.T @ d_h, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(model.layers[0].bias.numpy(), b1 - 0.1 * d_h.sum(axis=0), rtol=1e-4, atol=1e-6)
 
 
 def test_nan_gradient_compiles_and_is_nan_where_numpy_is():

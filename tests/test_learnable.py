@@ -138,7 +138,11 @@ def test_a_learning_run_records_its_parameters_trajectory_within_their_ranges():
     columns = [c for c in result.history.columns if c.startswith(train.LEARNED_PREFIX)]
     assert columns == ["learned op_1.alpha", "learned op_1.threshold", "learned op_2.alpha", "learned op_2.threshold"]
     assert result.history[columns[0]].iloc[0] == pytest.approx(1.0) and result.history[columns[1]].iloc[0] == 0.0
-    assert result.history[columns].diff().abs().sum().min() > 0  # every learned parameter moved
+    # Adam's first step is lr * g / (|g| + 1e-7) (m and v bias-corrected to g and g^2): 0.03 for each parameter,
+    # full batch, the default learning rate; the rows are the values at the start of each epoch
+    first_steps = result.history[columns].diff().iloc[1].abs().to_numpy()
+    np.testing.assert_allclose(first_steps, [train.DEFAULT_LEARNING_RATE] * 4, rtol=1e-3)
+    assert train.DEFAULT_LEARNING_RATE == 0.03
     assert result.history[[columns[0], columns[2]]].min().min() >= 0.1  # alpha stays in its declared range
     assert not any(c.startswith("learned ") for c in plain.history.columns)
     assert result.run.label == "triangle (custom, learnt)"

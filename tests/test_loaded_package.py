@@ -6,9 +6,13 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import importlib
+import json
 import math
+import os
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -118,8 +122,20 @@ def test_the_public_names_of_loaded_import_without_tensorflow_at_package_import(
         "view_sweep_and_points", "untrainable", "WorkerSession", "needs_worker", "UserOpError", "OPS_ENV",
         "worker_pids", "start_workers", "stop_workers", "graph_failure", "keyword_note", "is_loaded", "module_of",
     }  # fmt: skip
-    for name in loaded.__all__:
-        assert getattr(loaded, name) is not None
+    # in a fresh process (this one imported TensorFlow long ago): the package alone imports no TensorFlow, and
+    # each public name then is the very object of the module _WHERE names for it
+    code = (
+        "import importlib, json, sys; import explorer.loaded as loaded; before = 'tensorflow' in sys.modules;"
+        "same = {n: getattr(loaded, n) is getattr(importlib.import_module('explorer.loaded.' + m), n)"
+        " for n, m in loaded._MODULE_OF.items()};"
+        "print(json.dumps({'tensorflow_at_import': before, 'same': same}))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["tensorflow_at_import"] is False
+    assert set(found["same"]) == set(loaded.__all__) - {"reset"} and all(found["same"].values()), found["same"]
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         loaded.nothing_here  # noqa: B018
 

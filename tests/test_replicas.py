@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -43,7 +42,7 @@ def test_basic_auth_guards_every_request_before_routing():
     assert 'http-request auth realm "Gradient Explorer" unless { http_auth(operators) }' in frontend
 
 
-@pytest.mark.skipif(shutil.which("haproxy") is None, reason="HAProxy is not installed (apt-get install -y haproxy)")
+@pytest.mark.requires_tool("haproxy", "gradient-explorer run --replicas needs HAProxy: apt-get install -y haproxy")
 def test_haproxy_accepts_the_generated_configuration(tmp_path):
     path = tmp_path / "haproxy.cfg"
     path.write_text(_config(users=[("alice", SHA512)], address="0.0.0.0"))
@@ -208,3 +207,18 @@ def test_every_replica_reads_the_one_runs_folder_given_with_runs(monkeypatch, tm
         assert all(child.argv[1:4] == ["-m", "streamlit", "run"] for child in children)
     finally:
         replica_set.stop()
+
+# -- private by default (issue 45): the proxy on loopback unless shared, the replicas on loopback always -------
+@pytest.mark.parametrize(("share", "public"), [(False, "127.0.0.1"), (True, "0.0.0.0")], ids=["default", "share"])
+def test_the_proxy_binds_loopback_unless_shared_and_every_replica_binds_loopback(started, share, public):
+    replica_set = replicas.ReplicaSet(2, [], ["--server.port=9000"], share=share, auth=None)
+    replica_set.start()
+    assert replica_set.address == public
+    assert re.findall(r"^\s*bind (\S+)$", replica_set.config_path.read_text(), re.M) == [f"{public}:9000"]
+    for replica in replica_set.replicas:
+        argv = replica_set.processes[replica.name].argv
+        addresses = [arg for arg in argv if arg.startswith("--server.address")]
+        assert addresses[-1] == "--server.address=127.0.0.1" and "--server.address=0.0.0.0" not in addresses
+    assert replicas.startup_lines(replica_set)[0].endswith("(see docs/serving.md).")
+    assert ("this machine only" in replicas.startup_lines(replica_set)[0]) == (not share)
+    replica_set.stop()

@@ -77,6 +77,26 @@ def _draws(steps: int, seeds: int, seed: int) -> np.ndarray:
     return np.clip(np.stack(columns, axis=1), 1e-12, 1.0 - 1e-12)
 
 
+def estimator_gradient(estimator: str, q: Any, b: Any, p: float, t: float, baseline: Any = 0.0) -> Any:
+    r"""One sample's estimate of :math:`dL/d\theta` from the draw ``b`` (0 or 1, :math:`P(b = 1) = q`): ``exact``
+    ignores it; REINFORCE is :math:`(f(b) - c)(b - q)` (:math:`d \log P(b)/d\theta = b - q`; the baseline :math:`c`,
+    0 without one, must not depend on ``b``); straight-through is :math:`f'(b)` times :math:`db/d\theta` taken as 1
+    (identity) or :math:`\sigma'(\theta) = q(1 - q)`. ValueError for an unknown ``estimator``."""
+    f = np.abs(b - t) ** p
+    slope = p * np.abs(b - t) ** (p - 1.0) * np.sign(b - t)  # f'(b)
+    if estimator == "exact":
+        return q * (1.0 - q) * ((1.0 - t) ** p - t**p) + 0.0 * b
+    if estimator == "reinforce":
+        return f * (b - q)
+    if estimator == "reinforce_baseline":
+        return (f - baseline) * (b - q)
+    if estimator == "ste_identity":
+        return slope
+    if estimator == "ste_sigmoid":
+        return slope * q * (1.0 - q)
+    raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+
+
 def _numpy_run(estimator: str, p: float, t: float, lr: float, draws: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """q at the kept steps (rows) for every seed (columns), SGD on theta from 0 (q = 1/2)."""
     steps, seeds = draws.shape
@@ -89,19 +109,9 @@ def _numpy_run(estimator: str, p: float, t: float, lr: float, draws: np.ndarray,
         if step == steps:
             break
         b = (draws[step] < q).astype(np.float64)
-        f = np.abs(b - t) ** p
-        slope = p * np.abs(b - t) ** (p - 1.0) * np.sign(b - t)  # f'(b)
-        if estimator == "exact":
-            grad = q * (1.0 - q) * ((1.0 - t) ** p - t**p)
-        elif estimator == "reinforce":
-            grad = f * (b - q)  # d log P(b)/d theta = b - q
-        elif estimator == "reinforce_baseline":
-            grad = (f - baseline) * (b - q)
-            baseline = BASELINE_DECAY * baseline + (1.0 - BASELINE_DECAY) * f
-        elif estimator == "ste_identity":
-            grad = slope  # db/dtheta taken as 1
-        else:
-            grad = slope * q * (1.0 - q)  # db/dtheta taken as sigma'(theta)
+        grad = estimator_gradient(estimator, q, b, p, t, baseline)
+        if estimator == "reinforce_baseline":
+            baseline = BASELINE_DECAY * baseline + (1.0 - BASELINE_DECAY) * np.abs(b - t) ** p
         theta = theta - lr * grad
     return np.stack(kept)
 
