@@ -235,7 +235,7 @@ def test_a_value_difference_fails_the_backends_row_naming_where():
     same = {"eager": [ref], "compiled": [ref]}
     assert backends.verdict("f", plan_, {"tensorflow": same, "jax": {"eager": [close], "compiled": [close]}}).level == "pass"
     row = backends.verdict("f", plan_, {"tensorflow": same, "jax": {"eager": [far], "compiled": [close]}})
-    assert row.level == "fail" and row.message.startswith("differs on jax eager (reference: tensorflow eager)")
+    assert row.level == "fail" and row.message.startswith("the backends disagree (jax eager) (compared with tensorflow eager)")
     assert "gradient of x [0.5003] where tensorflow eager gives [0.5]" in row.message and "jax.jit" not in row.message
 
 
@@ -393,9 +393,11 @@ def test_the_backends_row_names_what_was_compared_what_was_not_and_how_many_more
     row = backends.verdict("g", plan7, {"tensorflow": {"eager": [good], "compiled": [good]},
                                         "jax": {"eager": [bad], "compiled": [good]}})  # fmt: skip
     assert (row.name, row.level) == ("backends", "fail")
-    assert row.message.startswith("differs on jax eager (reference: tensorflow eager). jax eager: output 1 [3, 3] where")
+    assert row.message.startswith(
+        "the backends disagree (jax eager) (compared with tensorflow eager). jax eager: output 1 [3, 3] where"
+    )
     assert row.message.count("jax eager: ") == 6 and " (and 1 more). Likely cause: " in row.message
-    assert row.message.endswith("Compared: tensorflow, jax")
+    assert "Compared: tensorflow, jax; what each does: tensorflow: " in row.message
 
 
 def test_a_jump_is_counted_and_not_judged():
