@@ -313,6 +313,13 @@ def test_the_login_benchmark_ratio_is_the_median_of_per_round_ratios():
     assert "ratio (median of per-round ratios) 1.050" in overhead.table()
 
 
+def test_the_login_benchmark_alternates_which_server_moves_first():
+    from explorer.bench.login_overhead import round_order
+
+    orders = [round_order(index, "plain", "login") for index in range(4)]
+    assert orders == [("plain", "login"), ("login", "plain"), ("plain", "login"), ("login", "plain")]
+
+
 def test_the_startup_line_of_a_shared_server_says_everyone_signs_in():
     line = serve.reach_line("0.0.0.0", 8501, login=True)
     assert "everyone signs in with your identity provider first (--login oidc)" in line

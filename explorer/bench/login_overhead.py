@@ -3,8 +3,8 @@
 Two servers started the same way (:func:`explorer.serve.command`, the settings of ``explorer/ui/config.toml``), one
 plain, one with ``--login oidc`` against a local OpenID Connect provider (``oidc-provider-mock``, a development
 dependency) on loopback; one browser context signed in on the second. Each round moves the Explore page's first
-slider on the plain server, then on the signed-in one (interleaved, in one browser, so a change of the machine's
-load weighs on both), and the time from the key press to the redrawn figure is compared: median of each, and the
+slider on both servers, the plain one first in even rounds and the signed-in one first in odd rounds (interleaved,
+in one browser, so a change of the machine's load and the cost of being the second move weigh on both), and the time from the key press to the redrawn figure is compared: median of each, and the
 median of the per-round ratios. Target: the signed-in server within 5 % of the plain one.
 """
 
@@ -79,6 +79,11 @@ def _server(login: dict[str, str], port: int, log_path: Path):
             process.wait(timeout=10)
 
 
+def round_order(index: int, plain, signed_in) -> tuple:
+    """The two moves of round ``index``, in the order they are made: plain first in even rounds, else signed in."""
+    return (plain, signed_in) if index % 2 == 0 else (signed_in, plain)
+
+
 async def _rounds(plain_url: str, login_url: str, moves: int) -> tuple[list[float], list[float]]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
@@ -96,10 +101,11 @@ async def _rounds(plain_url: str, login_url: str, moves: int) -> tuple[list[floa
             plain, signed_in = [], []
             for index in range(moves):
                 key = "ArrowRight" if index % 20 < 10 else "ArrowLeft"  # stay inside the slider's range
-                plain.append(await nudge_first_slider(plain_page, key))
-                await asyncio.sleep(PACE_SECONDS)
-                signed_in.append(await nudge_first_slider(login_page, key))
-                await asyncio.sleep(PACE_SECONDS)
+                # Every other round moves the signed-in server first: the second move of a round runs on a machine
+                # the first has just woken (or still loads), and that must weigh on both servers alike.
+                for page, times in round_order(index, (plain_page, plain), (login_page, signed_in)):
+                    times.append(await nudge_first_slider(page, key))
+                    await asyncio.sleep(PACE_SECONDS)
             return plain, signed_in
         finally:
             await browser.close()
