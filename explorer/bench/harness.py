@@ -117,6 +117,16 @@ def serve_app(
         "--server.address", "127.0.0.1",
         "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
+    with serve_command(command, port, log_path, timeout, env) as server:
+        yield server
+
+
+@contextmanager
+def serve_command(
+    command: list[str], port: int, log_path: Path, timeout: float = 120.0, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """Run a server ``command`` that listens on 127.0.0.1:``port`` until the block ends (terminate, then kill);
+    ready when ``/_stcore/health`` answers "ok". ``env``: added to this process's environment."""
     server_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", **(env or {})}
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=server_env)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import subprocess
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from explorer.bench.harness import (
     free_port,
     nudge_first_slider,
     open_explore,
-    wait_healthy,
+    serve_command,
 )
 
 TARGET_RATIO = 1.05
@@ -60,23 +59,13 @@ class LoginOverhead:
 
 @contextmanager
 def _server(login: dict[str, str], port: int, log_path: Path):
-    """The app as ``gradient-explorer run`` starts it (``login``: the environment of ``--login``), on ``port``."""
+    """The app as ``gradient-explorer run`` starts it (``login``: the environment of ``--login``), on ``port``; its
+    URL by ``localhost``, the host of the redirect URI (the identity cookie is the host's)."""
     from explorer import serve
 
     argv, env = serve.command([], [f"--server.port={port}"], login=login or None)
-    env |= {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}", process, log_path, timeout=240)
+    with serve_command(argv, port, log_path, timeout=240, env=env):
         yield f"http://localhost:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def round_order(index: int, plain, signed_in) -> tuple:
