@@ -1,9 +1,12 @@
-"""The worker tests' shared pieces: the child processes the running test started (they count them), and
-``loaded`` serving a fixture module of crashing ops."""
+"""The process tests' shared pieces: the child processes the running test started (they count them), ``loaded``
+serving a fixture module of crashing ops, and ``gradient-explorer run`` started as an operator starts it."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -47,3 +50,17 @@ def serving(fixture: str, call_seconds: float, check_seconds: float | None = Non
             yield loaded.current()
         finally:
             loaded.reset()
+
+
+def start_explorer_run(tmp: Path, flags: tuple[str, ...], port: int, log_path: Path, env: dict | None = None):
+    """``python -m explorer run FLAGS --server.port PORT`` in a session of its own (so a test can signal its whole
+    tree), run from ``tmp`` with its operator folder (``XDG_CONFIG_HOME``) in ``tmp/config``; output to ``log_path``."""
+    environment = {
+        **os.environ, "XDG_CONFIG_HOME": str(tmp / "config"), "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
+        "CUDA_VISIBLE_DEVICES": "", **(env or {}),
+    }  # fmt: skip
+    with open(log_path, "w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "explorer", "run", *flags, "--server.port", str(port)],
+            cwd=tmp, stdout=log, stderr=subprocess.STDOUT, env=environment, start_new_session=True,
+        )  # fmt: skip

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,10 +21,10 @@ import pytest
 
 from explorer.bench import harness
 from tests.conftest import require_tool
+from tests.processes import start_explorer_run
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 START_SECONDS = 240  # servers importing TensorFlow on a busy 2-core machine; a hang only (health is polled)
 # "secret", hashed with SHA-512 crypt (openssl passwd -6 -salt abcdefgh secret)
 ALICE = "alice:$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG."
@@ -62,15 +61,7 @@ class Launched:
     def __init__(self, tmp: Path, *flags: str):
         self.port = harness.free_port()
         self.log_path = tmp / "run.log"
-        env = {
-            **os.environ, "XDG_CONFIG_HOME": str(tmp / "config"), "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
-            "CUDA_VISIBLE_DEVICES": "",
-        }  # fmt: skip
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "explorer", "run", *flags, "--server.port", str(self.port)],
-                cwd=tmp, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
+        self.process = start_explorer_run(tmp, flags, self.port, self.log_path)
         self.status_path = tmp / "config" / "gradient-explorer" / f"run-{self.port}.json"
         self.replicated = any(flag in flags for flag in ("--replicas", "--auth"))
 

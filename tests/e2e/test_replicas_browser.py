@@ -17,7 +17,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,10 +28,10 @@ from explorer.bench import harness
 from explorer.serve import replicas
 from explorer.ui.train import EPOCHS_PER_TICK_ENV
 from tests.e2e.conftest import ARTIFACTS, EPOCHS_PER_TICK, SETTLE_SECONDS, App
+from tests.processes import start_explorer_run
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 OPS = ("atan", "fast_sigmoid", "sigmoid", "triangle", "gaussian", "softsign")
 HEADER = replicas.REPLICA_HEADER.lower()
 START_SECONDS = 240  # two replicas and the proxy answering (a hang only: health is polled)
@@ -49,15 +48,7 @@ class ReplicaRun:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = ARTIFACTS / f"replicas_{self.port}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ, "XDG_CONFIG_HOME": str(tmp / "config"), "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
-            "CUDA_VISIBLE_DEVICES": "", EPOCHS_PER_TICK_ENV: str(EPOCHS_PER_TICK),
-        }  # fmt: skip
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "explorer", "run", *flags, "--server.port", str(self.port)],
-                cwd=tmp, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
+        self.process = start_explorer_run(tmp, flags, self.port, self.log_path, {EPOCHS_PER_TICK_ENV: str(EPOCHS_PER_TICK)})
         self.status_path = tmp / "config" / "gradient-explorer" / f"run-{self.port}.json"
         deadline = time.monotonic() + START_SECONDS
         while not self.status_path.exists():
