@@ -30,7 +30,11 @@ run: $(VENV)/.runtime-installed
 		$(if $(REPLICAS),--replicas $(REPLICAS)) $(if $(AUTH),--auth $(AUTH)) \
 		$(if $(LOGIN),--login $(LOGIN)) $(if $(SECRETS),--secrets $(SECRETS))
 
-# Unit and AppTest tests on both cores, then the real-browser tests serially (one server, one Chromium).
+# Unit and AppTest tests on both cores and, at the same time, the real-browser tests serially (one server, one
+# Chromium): the browser tests mostly wait on their servers and Chromium (half a core on average, where the unit
+# tests leave about half of the two cores idle), so the two together take little longer than the unit tests alone.
+# The browser run's output goes to test-artifacts/e2e.log and is printed when both are over; the target fails if
+# either fails. Ctrl-C stops both (the browser run stops its servers: tests/e2e/conftest.py).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
 # the run ends with "N BROWSER TESTS DID NOT RUN" in red (tests/e2e/conftest.py); with CI=true they fail.
 # --dist worksteal: each worker starts on its own half of the collection (whole modules, so a module's fixtures
@@ -38,9 +42,18 @@ run: $(VENV)/.runtime-installed
 # queue. The all-slow modules are collected first (tests/conftest.py), so the long tests start at once.
 # --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
 XDIST ?= -n 2 --dist worksteal
+E2E_LOG := test-artifacts/e2e.log
 test: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30
-	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30
+	@mkdir -p $(dir $(E2E_LOG)); \
+	echo "browser tests: running next to the unit tests, output in $(E2E_LOG) (printed at the end)"; \
+	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30 --color=yes > $(E2E_LOG) 2>&1 & browser=$$!; \
+	trap 'kill -TERM $$browser 2>/dev/null; wait $$browser; exit 130' INT TERM; \
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30; unit=$$?; \
+	echo "unit tests over (exit $$unit); waiting for the browser tests"; \
+	wait $$browser; e2e=$$?; \
+	cat $(E2E_LOG); \
+	echo "make test: unit tests exit $$unit, browser tests exit $$e2e"; \
+	[ $$unit -eq 0 ] && [ $$e2e -eq 0 ]
 
 # The quick tier: unit and AppTest tests without `slow` (training, worker processes, subprocesses) and without
 # the browser, on both cores; a few minutes. `make test` runs these and everything else.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -42,6 +43,15 @@ def _missing_browser_reason() -> str | None:
 
 
 BROWSER_SKIP = "no real browser: "  # starts the reason of every skip for a missing browser
+
+
+def pytest_configure(config):
+    """`make test` runs the browser tests in the background, next to the unit tests, where the shell starts them
+    with SIGINT ignored and stops them with SIGTERM: both raise KeyboardInterrupt here, so a stopped run still
+    ends its servers and Chromium (the fixtures' exits) instead of leaving them listening."""
+    if config.option.markexpr == "e2e" and not hasattr(config, "workerinput"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
