@@ -23,8 +23,9 @@ _RECORDED: list[str] = []
 _RECORDING = [False]
 
 
-def _audit(event: str, args: tuple) -> None:
-    if _RECORDING[0] and event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+def _audit(event: str, args: tuple, recording: list[bool] = _RECORDING) -> None:
+    # ``recording`` bound here: at the interpreter's exit the module's globals are None while the hook still runs
+    if recording[0] and event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
         _RECORDED.append(os.fsdecode(args[0]))
 
 
