@@ -31,8 +31,8 @@ run: $(VENV)/.runtime-installed
 		$(if $(LOGIN),--login $(LOGIN)) $(if $(SECRETS),--secrets $(SECRETS))
 
 # Unit and AppTest tests on both cores and, at the same time, the real-browser tests serially (one server, one
-# Chromium): the browser tests mostly wait on their servers and Chromium (half a core on average, where the unit
-# tests leave about half of the two cores idle), so the two together take little longer than the unit tests alone.
+# Chromium): alone, the browser tests keep about half a core busy (they wait on their servers and Chromium) and the
+# unit tests leave part of the second core idle; together they fill both cores (docs/testing.md, "Where the time goes").
 # The browser run's output goes to test-artifacts/e2e.log and is printed when both are over; the target fails if
 # either fails. Ctrl-C stops both (the browser run stops its servers: tests/e2e/conftest.py).
 # Without Chromium the browser tests skip: every skip is listed with its reason (-ra, pyproject.toml) and
