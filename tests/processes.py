@@ -27,9 +27,12 @@ def record_running_children() -> None:
 
 
 def started_children() -> set[int]:
-    """This process's children started since the test began, less multiprocessing's resource tracker."""
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    running = {child.pid for child in psutil.Process().children(recursive=True) if child.pid != tracker}
+    """This process's children and grandchildren started since the test began, less multiprocessing's resource
+    tracker and the fork server the workers are forked from (it serves the whole session)."""
+    from explorer.worker import forking
+
+    left_out = {getattr(resource_tracker._resource_tracker, "_pid", None), forking.running_pid()}
+    running = {child.pid for child in psutil.Process().children(recursive=True) if child.pid not in left_out}
     return running - BEFORE_THE_TEST
 
 

@@ -15,9 +15,10 @@ LIMIT = 30.0  # seconds: a generous limit for calls that return; the hanging cal
 SHORT = 1.0  # the time limit the hanging calls are cut off at (a call's own setting, not a wall-clock bound)
 
 
-@pytest.fixture
-def plain():
-    """A worker without warm-up (no TensorFlow), closed after the test."""
+@pytest.fixture(params=worker.process.START_METHODS)
+def plain(request, monkeypatch):
+    """A worker without warm-up, forked from the fork server or spawned (no TensorFlow), closed after the test."""
+    monkeypatch.setenv(worker.process.START_ENV, request.param)
     running = worker.Worker("test")
     yield running
     running.close()
@@ -126,14 +127,15 @@ running.call(calls.sleep_forever, time_limit=10**6)
 """
 
 
-def test_a_worker_ends_when_its_parent_is_killed_even_in_the_middle_of_a_call():
+@pytest.mark.parametrize("method", worker.process.START_METHODS)
+def test_a_worker_ends_when_its_parent_is_killed_even_in_the_middle_of_a_call(method):
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root), worker.process.START_ENV: method}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, stdout=subprocess.PIPE, text=True, env=env)
     child = int(parent.stdout.readline())
     assert psutil.pid_exists(child)
     parent.kill()

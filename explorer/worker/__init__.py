@@ -9,10 +9,15 @@ SIGSEGV", "raised SystemExit(3)"). After such a failure the worker is replaced; 
 
 Why these choices (see also RUNBOOK.md, "When a team's code misbehaves"):
 
-* A fresh interpreter per worker (the ``spawn`` model, never ``fork``): TensorFlow is not fork-safe once it
-  has been initialised, and the server has initialised it. The child is ``python -m
-  explorer.worker.child`` started with :mod:`subprocess` and talks over a ``multiprocessing`` ``Pipe``
-  (pickled calls and replies, ``multiprocessing.connection.wait`` for the time limit).
+* No worker is a fork of the server: TensorFlow is not fork-safe once it has been initialised, and the
+  server has initialised it. A worker is forked from the process's *fork server*
+  (:mod:`explorer.worker.forking`), a fresh interpreter that has imported TensorFlow and Keras and done
+  nothing else, so a worker starts (and a killed one is back) in a fraction of a second rather than
+  after 4 to 5 CPU-seconds of imports. A worker with environment variables of its own (``KERAS_BACKEND``
+  for the JAX and PyTorch comparisons), or every worker with ``GRADIENT_EXPLORER_WORKER_START=spawn``,
+  is a fresh interpreter instead: ``python -m explorer.worker.child`` started with :mod:`subprocess`.
+  Either talks over a ``multiprocessing`` ``Pipe`` (pickled calls and replies,
+  ``multiprocessing.connection.wait`` for the time limit).
   ``multiprocessing.Process`` with ``spawn`` / ``forkserver`` re-runs the parent's ``__main__`` in the
   child, which under Streamlit is the app script itself (it starts pages, and workers, again).
   ``concurrent.futures.ProcessPoolExecutor`` cannot stop one overrunning call (only shut the pool down,
@@ -33,6 +38,8 @@ Operator settings (environment variables, read when a worker starts or a call is
 * ``GRADIENT_EXPLORER_CHECK_SECONDS``: time limit of the checks of one function or layer (default 300).
 * ``GRADIENT_EXPLORER_WORKER_MEMORY_MB``: a worker's address-space cap in MB (default 8192; 0: no cap).
   TensorFlow alone maps about 3 GB of address space (its resident memory is much smaller).
+* ``GRADIENT_EXPLORER_WORKER_START``: ``fork`` (default: from the fork server) or ``spawn`` (a fresh
+  interpreter per worker).
 """
 
 from explorer.worker.process import (
@@ -50,6 +57,7 @@ from explorer.worker.process import (
     memory_cap_mb,
     running_pid,
     shared,
+    start_method,
 )
 
 __all__ = [
@@ -67,4 +75,5 @@ __all__ = [
     "memory_cap_mb",
     "running_pid",
     "shared",
+    "start_method",
 ]

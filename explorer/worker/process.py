@@ -4,7 +4,11 @@ The child is ``python -m explorer.worker.child FD`` started with :mod:`subproces
 ``multiprocessing.Process``: its ``spawn`` re-runs the parent's ``__main__``, which under Streamlit is
 the app script itself), talking over a ``multiprocessing`` ``Pipe`` whose end it inherits as FD.
 
-Protocol over that pipe: the parent first sends ``(sys.path, memory cap in MB, warm-up calls)``; the
+A worker without environment variables of its own is forked from the process's fork server instead
+(:mod:`explorer.worker.forking`: TensorFlow and Keras already imported), serving the same pipe.
+
+Protocol over that pipe: the parent first sends ``(sys.path, memory cap in MB, warm-up calls, environment)``
+(the environment: the parent's, for a forked worker; None for a spawned one, which has it already); the
 child sends ``("ready", pid)`` once its warm-up calls are done;
 then for every ``(function, args, kwargs)`` it receives it answers ``("ok", value, threads_left)`` or
 ``("raised", exception, threads_left)``; for ``SystemExit`` / ``KeyboardInterrupt`` it answers
@@ -29,9 +33,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from explorer.worker.forking import ForkServer, current_fork_server, wait_for_exitcode
+
 CALL_SECONDS_ENV = "GRADIENT_EXPLORER_CALL_SECONDS"
 CHECK_SECONDS_ENV = "GRADIENT_EXPLORER_CHECK_SECONDS"
 MEMORY_ENV = "GRADIENT_EXPLORER_WORKER_MEMORY_MB"
+START_ENV = "GRADIENT_EXPLORER_WORKER_START"
+START_METHODS = ("fork", "spawn")  # fork: from the fork server (the default); spawn: a fresh interpreter each
 DEFAULT_CALL_SECONDS = 20.0
 DEFAULT_CHECK_SECONDS = 300.0
 DEFAULT_MEMORY_MB = 8192
@@ -72,6 +80,16 @@ def memory_cap_mb() -> int:
     if not text.isdigit():
         raise ValueError(f"{MEMORY_ENV}={text!r}; allowed: a whole number of MB >= 0 (0: no cap)")
     return int(text)
+
+
+def start_method() -> str:
+    """How a worker without variables of its own starts (``GRADIENT_EXPLORER_WORKER_START``): ``fork`` from
+    the fork server (default) or ``spawn`` a fresh interpreter (slower; for an environment where forking a
+    process that has imported TensorFlow misbehaves)."""
+    text = os.environ.get(START_ENV, "").strip() or START_METHODS[0]
+    if text not in START_METHODS:
+        raise ValueError(f"{START_ENV}={text!r}; allowed: {' or '.join(START_METHODS)}")
+    return text
 
 
 class WorkerFailure(Exception):
@@ -158,7 +176,10 @@ def _portable(error: BaseException) -> BaseException:
 def serve(connection: Connection) -> None:
     """The child's main loop (:mod:`explorer.worker.child` calls it)."""
     _die_with_parent()
-    path, memory_mb, warm = connection.recv()
+    path, memory_mb, warm, environ = connection.recv()
+    if environ is not None:  # forked: the fork server's environment is the parent's when it started, not now
+        os.environ.clear()
+        os.environ.update(environ)
     sys.path[:] = path  # the parent's: a team's test module or the operator's cwd imports the same here
     _cap_memory(memory_mb)
     for function, args in warm:
@@ -188,9 +209,63 @@ def serve(connection: Connection) -> None:
 
 
 # -- the parent ------------------------------------------------------------------------------------------
-def _kill_group(process: subprocess.Popen) -> None:
+class _Forked:
+    """A worker forked by the fork server, with the parts of ``subprocess.Popen`` a :class:`Worker` uses.
+
+    While the fork server still imports TensorFlow the fork is asked for on a thread, so that starting a worker
+    returns at once; ``pid`` waits for it (None: the fork server failed, and the worker's pipe reads end of
+    file). Exit codes come from the fork server, whose child the worker is."""
+
+    def __init__(self, server: ForkServer, child_end: Connection) -> None:
+        self._server = server
+        self._pid: int | None = None
+        self._forked = threading.Event()
+        self.returncode: int | None = None
+        if server.ready:
+            self._fork(child_end)  # a few milliseconds
+        else:
+            threading.Thread(target=self._fork, args=(child_end,), name="fork-worker", daemon=True).start()
+
+    def _fork(self, child_end: Connection) -> None:
+        try:
+            self._pid = self._server.fork(child_end.fileno())
+        except OSError:
+            pass
+        finally:
+            child_end.close()  # the worker has its own copy; without a worker the parent's end reads end of file
+            self._forked.set()
+
+    @property
+    def pid(self) -> int | None:
+        self._forked.wait()
+        return self._pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._forked.is_set() and self._pid is not None:
+            try:
+                self.returncode = self._server.exitcode(self._pid)
+            except OSError:
+                pass  # the fork server is gone: so is the worker, and its pipe says so
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        started = time.monotonic()
+        if not self._forked.wait(timeout):
+            raise subprocess.TimeoutExpired("worker", timeout or 0.0)
+        if self._pid is None or self.returncode is not None:
+            return self.returncode
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        self.returncode = wait_for_exitcode(self._server, self._pid, left)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _kill_group(process: subprocess.Popen | _Forked) -> None:
     """SIGKILL the worker's process group (the worker and anything it started), if it still runs."""
-    if process.poll() is not None:
+    if process.poll() is not None or process.pid is None:
         return
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -214,7 +289,7 @@ class Worker:
         self.warm = tuple(warm)
         self.env = dict(env or {})  # set in the child's environment before it imports anything (KERAS_BACKEND)
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen | _Forked | None = None
         self._connection: Connection | None = None
         self._ready = False
         self._closed = False
@@ -232,22 +307,27 @@ class Worker:
             return
         self._stop()
         memory = memory_cap_mb()
+        forked = not self.env and start_method() == "fork"
         parent_end, child_end = multiprocessing.Pipe(duplex=True)
         self._started_at = time.perf_counter()
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "explorer.worker.child", str(child_end.fileno()), self.name],
-                pass_fds=(child_end.fileno(),),
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env} if self.env else None,
-                start_new_session=True,  # its own process group: stopping it stops what it started too
-            )
-        finally:
-            child_end.close()
+        process: subprocess.Popen | _Forked
+        if forked:
+            process = _Forked(current_fork_server(START_SECONDS), child_end)  # closes child_end once forked
+        else:
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "explorer.worker.child", str(child_end.fileno()), self.name],
+                    pass_fds=(child_end.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.env} if self.env else None,
+                    start_new_session=True,  # its own process group: stopping it stops what it started too
+                )
+            finally:
+                child_end.close()
         self._process, self._connection, self._ready = process, parent_end, False
         self.started += 1
         try:
-            parent_end.send((list(sys.path), memory, self.warm))
+            parent_end.send((list(sys.path), memory, self.warm, dict(os.environ) if forked else None))
         except (BrokenPipeError, OSError):
             pass  # it died at once: the first call reports how
 
@@ -298,7 +378,7 @@ class Worker:
         raise WorkerDied(f"{how} while it started (importing the operator's modules)")
 
     @staticmethod
-    def _exitcode(process: subprocess.Popen) -> int | None:
+    def _exitcode(process: subprocess.Popen | _Forked) -> int | None:
         """The exit code of a child whose pipe closed (negative: the signal); None if it still runs."""
         try:
             return process.wait(10)
@@ -322,6 +402,8 @@ class Worker:
                 connection.send((function, args, kwargs))
             except (pickle.PicklingError, TypeError, AttributeError) as error:
                 raise NotSendable(f"cannot send this call to the worker process: {error}") from None
+            except OSError:
+                pass  # it ended since its last call (its fork server was killed): its pipe reads end of file
             ready = wait([connection], time_limit)  # readable: a reply, or end of file when the child is gone
             reply = None
             if ready:

@@ -55,7 +55,10 @@ def _draws_identity(app: App) -> None:
 
 
 def _threads_and_children(process: psutil.Process) -> tuple[int, set[int]]:
-    return process.num_threads(), {child.pid for child in process.children(recursive=True)}
+    """The server's threads and its worker processes (its children and grandchildren but the fork server, the
+    workers' parent, which lives as long as the server)."""
+    fork_servers = {c.pid for c in process.children() if "explorer.worker.forkserver" in " ".join(c.cmdline())}
+    return process.num_threads(), {child.pid for child in process.children(recursive=True)} - fork_servers
 
 
 def test_picking_each_bad_function_shows_its_failure_and_the_server_goes_on(browser, crashing_server):
