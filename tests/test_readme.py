@@ -1,6 +1,7 @@
 """Every ```python block of README.md (and of docs/*.md) runs, so the documentation cannot drift from the code.
 
-Each block runs in a fresh namespace in its own process, with the clone's root on ``sys.path`` (a block
+Each block runs in a fresh namespace in a process of its own (a worker, forked from the fork server: TensorFlow
+is imported there, nothing of it initialised), with the clone's root on ``sys.path`` (a block
 may import ``ops``, ``explorer`` and ``examples.*``) and a temporary folder as its working directory, holding
 a copy of ``tests/snapshots`` (the README's pinned example compares against the committed snapshot, as in a
 team's clone; with ``CI=true`` a missing one fails, as it should). A block that defines ``test_*`` functions (the guardrail example) has them called too, as pytest would.
@@ -10,25 +11,35 @@ Blocks in other languages (shell, text) are not run.
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from explorer import worker
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
-# Runs a block (argv[1], named argv[2] in tracebacks) as a module of its own, then every test_* function it defined.
-RUNNER = """
-import sys
-namespace = {"__name__": "readme_block"}
-exec(compile(sys.argv[1], sys.argv[2], "exec"), namespace)
-for name, value in list(namespace.items()):
-    if name.startswith("test_") and callable(value):
-        value()
-"""
+def run_block(code: str, where: str, folder: str) -> str | None:
+    """In a worker process: ``code`` as a module of its own (tracebacks name ``where``) with ``folder`` as the
+    working directory, then every test_* function it defined, as pytest would; the traceback if anything raised."""
+    import traceback
+
+    os.chdir(folder)
+    sys.path.insert(0, "")  # as ``python -c``: the working directory first
+    namespace = {"__name__": "readme_block"}
+    try:
+        exec(compile(code, where, "exec"), namespace)
+        for name, value in list(namespace.items()):
+            if name.startswith("test_") and callable(value):
+                value()
+    except SystemExit as error:
+        return None if error.code in (0, None) else traceback.format_exc()  # as the exit status of ``python -c``
+    except BaseException:  # noqa: BLE001 - KeyboardInterrupt too: the block failed
+        return traceback.format_exc()
+    return None
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
@@ -54,10 +65,12 @@ def test_the_readme_has_python_blocks():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_documented_python_block_runs(where, code, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+def test_documented_python_block_runs(where, code, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # for the processes a block starts (the guardrail's worker)
     shutil.copytree(ROOT / "tests" / "snapshots", tmp_path / "tests" / "snapshots")
-    done = subprocess.run(
-        [sys.executable, "-c", RUNNER, code, where], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0, f"{where}: the block failed:\n{code}\n{done.stderr[-3000:]}"
+    running = worker.Worker("readme-block")
+    try:
+        failure = running.call(run_block, code, where, str(tmp_path), time_limit=600)
+    finally:
+        running.close()
+    assert failure is None, f"{where}: the block failed:\n{code}\n{failure[-3000:]}"
