@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection, wait
 PRELOAD = ("numpy", "tensorflow", "keras")
 # environment variables read while these modules import (Keras's backend, TensorFlow's logging and oneDNN,
 # thread counts of the BLAS libraries): a fork server is only used while they are what it started with
-IMPORT_TIME_PREFIXES = ("KERAS_", "TF_", "XLA_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "PYTHON", "LD_")
+IMPORT_TIME_PREFIXES = ("KERAS_", "TF_", "XLA_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "LD_")
 
 
 def import_time_environment(environ: dict[str, str] | os._Environ) -> tuple[tuple[str, str], ...]:
