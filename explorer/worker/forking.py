@@ -15,7 +15,8 @@ parent's ``__main__`` (see :mod:`explorer.worker`).
 ``multiprocessing`` ``Connection``, so that a pipe's end can be passed to it as a file descriptor). It
 sends ``("ready", pid)`` once its imports are done, then answers, one at a time:
 
-* ``("fork",)`` followed by a file descriptor: forks a worker that serves that pipe's end; ``("forked", pid)``;
+* ``("fork",)`` followed by a file descriptor: forks a worker that serves that pipe's end; ``("forked", pid)``,
+  or ``("failed", why)`` when the system refuses the fork;
 * ``("status", pid)``: ``("status", code, known)``, the worker's exit code like ``Popen.returncode`` (negative:
   the signal), None while it runs; ``known`` is False for a pid it never forked.
 
@@ -91,7 +92,12 @@ def main(fd: int, serve: Callable[[Connection], None]) -> None:
             reap()
             if request[0] == "fork":
                 worker_fd = reduction.recv_handle(control)
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as error:  # no memory or process slot left: this worker fails, the others go on
+                    os.close(worker_fd)
+                    control.send(("failed", f"fork failed: {error}"))
+                    continue
                 if pid == 0:
                     _forked_worker(control, worker_fd, serve)
                 os.close(worker_fd)
@@ -164,9 +170,12 @@ class ForkServer:
             raise OSError(f"the fork server stopped: {error}") from None
 
     def fork(self, fd: int) -> int:
-        """Fork a worker that serves ``fd`` (this process's copy stays open); its pid."""
+        """Fork a worker that serves ``fd`` (this process's copy stays open); its pid. OSError if it could not."""
         with self._lock:
-            return self._request(("fork",), fd)[1]
+            kind, value = self._request(("fork",), fd)
+        if kind != "forked":
+            raise OSError(value)
+        return value
 
     def exitcode(self, pid: int) -> int | None:
         """The exit code of worker ``pid`` (negative: the signal), None while it runs; OSError if unknown."""
