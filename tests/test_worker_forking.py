@@ -12,6 +12,8 @@ from explorer import worker
 from explorer.worker import forking
 from tests.fixtures import worker_calls as calls
 
+pytestmark = pytest.mark.slow  # each test starts a fork server (it imports TensorFlow: 4 to 5 CPU-s) or several
+
 LIMIT = 60.0  # seconds: generous, for calls that return
 
 
