@@ -68,16 +68,34 @@ def test_a_variable_read_at_import_starts_another_fork_server(started, monkeypat
     assert not psutil.pid_exists(first_server)  # the replaced fork server was stopped (and reaped)
 
 
-def test_when_the_fork_server_is_killed_its_workers_end_and_the_next_call_gets_a_new_one(started):
+def test_when_the_fork_server_is_killed_its_workers_end_and_the_next_call_runs_under_a_new_one(started):
     running = started()
     first = running.call(calls.pid, time_limit=LIMIT)
     server = forking.running_pid()
     os.kill(server, signal.SIGKILL)
     psutil.Process(first).wait(timeout=60)  # an event: the worker notices its parent is gone (once a second)
-    with pytest.raises(worker.WorkerDied, match="closed its pipe to the server"):
-        running.call(calls.pid, time_limit=LIMIT)
-    second = running.call(calls.pid, time_limit=LIMIT)  # replaced, by a new fork server
+    second = running.call(calls.pid, time_limit=LIMIT)  # the call is not lost: it runs in a replacement
     assert second != first and running.call(os.getppid, time_limit=LIMIT) == forking.running_pid() != server
+    assert running.started == 2
+
+
+def test_a_forked_worker_works_in_the_folder_of_its_start(started, monkeypatch, tmp_path):
+    started().call(calls.add, 1, 1, time_limit=LIMIT)  # the fork server runs, in the folder of then
+    monkeypatch.chdir(tmp_path)
+    assert started("here").call(os.getcwd, time_limit=LIMIT) == str(tmp_path)
+
+
+def test_a_worker_closed_before_its_fork_is_never_left_running(started):
+    forking.stop()  # the next worker waits for a new fork server's imports
+    early = started("closed-early")
+    early.start()
+    early.close()  # while its fork is pending: it is killed as soon as it is forked
+    later = started("later")
+    assert later.call(calls.add, 2, 3, time_limit=LIMIT) == 5  # the same fork server, ready now
+    server = psutil.Process(forking.running_pid())
+    others = [child for child in server.children() if child.pid != later.pid]
+    psutil.wait_procs(others, timeout=30)
+    assert [c.pid for c in server.children() if c.status() != psutil.STATUS_ZOMBIE] == [later.pid]
 
 
 def test_a_worker_with_variables_of_its_own_or_start_spawn_is_a_child_of_this_process(started, monkeypatch):

@@ -21,8 +21,10 @@ sends ``("ready", pid)`` once its imports are done, then answers, one at a time:
   the signal), None while it runs; ``known`` is False for a pid it never forked.
 
 Its environment is fixed at its start; variables that TensorFlow or Keras read at import (see
-:data:`IMPORT_TIME_PREFIXES`) therefore key it: the parent starts another one when they change. Each
-worker is sent the parent's whole environment at its start (:func:`explorer.worker.process.serve`).
+:data:`IMPORT_TIME_PREFIXES`) therefore key it: the parent starts another one when they change, which stops the
+old one and the workers it forked (each is replaced at its next call). Each worker is sent the parent's whole
+environment and working directory at its start (:func:`explorer.worker.process.serve`); what else a process has
+(its standard streams, umask, resource limits) is the fork server's, taken from the parent when it started.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
@@ -42,6 +45,7 @@ PRELOAD = ("numpy", "tensorflow", "keras")
 # environment variables read while these modules import (Keras's backend, TensorFlow's logging and oneDNN,
 # thread counts of the BLAS libraries): a fork server is only used while they are what it started with
 IMPORT_TIME_PREFIXES = ("KERAS_", "TF_", "XLA_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "LD_")
+ANSWER_SECONDS = 60.0  # a fork or a status once the imports are done takes milliseconds
 
 
 def import_time_environment(environ: dict[str, str] | os._Environ) -> tuple[tuple[str, str], ...]:
@@ -54,12 +58,20 @@ def _forked_worker(control: Connection, fd: int, serve: Callable[[Connection], N
     """The forked child: a worker of its own session serving ``fd``; it never returns to the fork server's loop."""
     code = 1
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by the fork server around the fork
         control.close()
         os.setsid()  # its own process group, as a spawned worker: the parent stops it by killing that group
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         serve(Connection(fd))
         code = 0
+    except BaseException:  # noqa: BLE001 - as a spawned worker's interpreter would, say why it ended
+        traceback.print_exc()
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # os._exit drops what is buffered: a team's prints
+            except Exception:  # noqa: BLE001 - a closed stream
+                pass
         os._exit(code)
 
 
@@ -92,9 +104,12 @@ def main(fd: int, serve: Callable[[Connection], None]) -> None:
             reap()
             if request[0] == "fork":
                 worker_fd = reduction.recv_handle(control)
+                # SIGTERM (the parent's close) waits until the child has reset its handler and this loop knows the pid
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 try:
                     pid = os.fork()
                 except OSError as error:  # no memory or process slot left: this worker fails, the others go on
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                     os.close(worker_fd)
                     control.send(("failed", f"fork failed: {error}"))
                     continue
@@ -103,6 +118,7 @@ def main(fd: int, serve: Callable[[Connection], None]) -> None:
                 os.close(worker_fd)
                 children.add(pid)
                 codes.pop(pid, None)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                 control.send(("forked", pid))
             elif request[0] == "status":
                 pid = request[1]
@@ -125,7 +141,7 @@ class ForkServer:
     def __init__(self, start_seconds: float) -> None:
         self.key = import_time_environment(os.environ)
         self.start_seconds = start_seconds
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a failed request closes the server while holding it
         self._ready = False
         self._broken = False
         parent_end, child_end = _socket_pair()
@@ -163,11 +179,15 @@ class ForkServer:
             self._connection.send(message)
             if handle is not None:
                 reduction.send_handle(self._connection, handle, self.process.pid)
+            if not wait([self._connection], ANSWER_SECONDS):  # stopped or stuck: never hold the workers' calls
+                raise OSError(f"the fork server did not answer within {ANSWER_SECONDS:g} s")
             return self._connection.recv()
-        except (EOFError, OSError) as error:
-            self._broken = True
+        except (EOFError, OSError, TypeError, ValueError) as error:  # TypeError, ValueError: closed meanwhile
             self.close()
             raise OSError(f"the fork server stopped: {error}") from None
+        except BaseException:  # KeyboardInterrupt mid-request: its answer would be read by the next request
+            self.close()
+            raise
 
     def fork(self, fd: int) -> int:
         """Fork a worker that serves ``fd`` (this process's copy stays open); its pid. OSError if it could not."""
@@ -186,9 +206,9 @@ class ForkServer:
         return code
 
     def close(self) -> None:
-        """Stop the fork server (the workers it forked are killed with it)."""
+        """Stop the fork server (the workers it forked are killed with it). The process goes first, so that a
+        request in flight on another thread reads end of file; the connection is closed once none is."""
         self._broken = True
-        self._connection.close()
         if self.process.poll() is None:
             try:
                 self.process.terminate()  # its loop ends on the closed connection anyway; this ends an import
@@ -196,6 +216,8 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        with self._lock:
+            self._connection.close()
 
 
 def _socket_pair() -> tuple[Connection, Connection]:

@@ -7,8 +7,8 @@ the app script itself), talking over a ``multiprocessing`` ``Pipe`` whose end it
 A worker without environment variables of its own is forked from the process's fork server instead
 (:mod:`explorer.worker.forking`: TensorFlow and Keras already imported), serving the same pipe.
 
-Protocol over that pipe: the parent first sends ``(sys.path, memory cap in MB, warm-up calls, environment)``
-(the environment: the parent's, for a forked worker; None for a spawned one, which has it already); the
+Protocol over that pipe: the parent first sends ``(sys.path, memory cap in MB, warm-up calls, (environment,
+working directory))`` (the parent's, for a forked worker; None for a spawned one, which has them already); the
 child sends ``("ready", pid)`` once its warm-up calls are done;
 then for every ``(function, args, kwargs)`` it receives it answers ``("ok", value, threads_left)`` or
 ``("raised", exception, threads_left)``; for ``SystemExit`` / ``KeyboardInterrupt`` it answers
@@ -176,10 +176,12 @@ def _portable(error: BaseException) -> BaseException:
 def serve(connection: Connection) -> None:
     """The child's main loop (:mod:`explorer.worker.child` calls it)."""
     _die_with_parent()
-    path, memory_mb, warm, environ = connection.recv()
-    if environ is not None:  # forked: the fork server's environment is the parent's when it started, not now
+    path, memory_mb, warm, forked = connection.recv()
+    if forked is not None:  # the fork server's environment and folder are the parent's when it started, not now
+        environ, folder = forked
         os.environ.clear()
         os.environ.update(environ)
+        os.chdir(folder)
     sys.path[:] = path  # the parent's: a team's test module or the operator's cwd imports the same here
     _cap_memory(memory_mb)
     for function, args in warm:
@@ -220,6 +222,8 @@ class _Forked:
         self._server = server
         self._pid: int | None = None
         self._forked = threading.Event()
+        self._pending = threading.Lock()  # the fork's outcome against a kill that comes before it
+        self._cancelled = False
         self.returncode: int | None = None
         if server.ready:
             self._fork(child_end)  # a few milliseconds
@@ -228,28 +232,41 @@ class _Forked:
 
     def _fork(self, child_end: Connection) -> None:
         try:
-            self._pid = self._server.fork(child_end.fileno())
+            pid = self._server.fork(child_end.fileno())
         except OSError:
-            pass
+            pid = None
         finally:
             child_end.close()  # the worker has its own copy; without a worker the parent's end reads end of file
+        with self._pending:
+            self._pid = pid
             self._forked.set()
+            cancelled = self._cancelled
+        if cancelled and pid is not None:  # stopped before it existed: it goes now
+            _signal_group(pid)
 
     @property
     def pid(self) -> int | None:
         self._forked.wait()
         return self._pid
 
+    @property
+    def gone(self) -> bool:
+        """Its fork server stopped (it stops the workers it forked): the worker is gone or going, exit code unknown."""
+        return not self._server.usable
+
     def poll(self) -> int | None:
         if self.returncode is None and self._forked.is_set() and self._pid is not None:
             try:
                 self.returncode = self._server.exitcode(self._pid)
             except OSError:
-                pass  # the fork server is gone: so is the worker, and its pipe says so
+                pass  # the fork server is gone: so is the worker (``gone``), and its pipe says so
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
         started = time.monotonic()
+        with self._pending:
+            if not self._forked.is_set() and self._cancelled:
+                return None  # killed as soon as it is forked; the fork server reaps it
         if not self._forked.wait(timeout):
             raise subprocess.TimeoutExpired("worker", timeout or 0.0)
         if self._pid is None or self.returncode is not None:
@@ -258,14 +275,29 @@ class _Forked:
         self.returncode = wait_for_exitcode(self._server, self._pid, left)
         return self.returncode
 
-    def kill(self) -> None:
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGKILL)
+    def kill_group(self) -> None:
+        """SIGKILL its process group, now or, while the fork is still pending, as soon as it is forked."""
+        with self._pending:
+            if not self._forked.is_set():
+                self._cancelled = True
+                return
+        if self._pid is not None and self.poll() is None:
+            _signal_group(self._pid)
+
+
+def _signal_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _kill_group(process: subprocess.Popen | _Forked) -> None:
     """SIGKILL the worker's process group (the worker and anything it started), if it still runs."""
-    if process.poll() is not None or process.pid is None:
+    if isinstance(process, _Forked):
+        process.kill_group()
+        return
+    if process.poll() is not None:
         return
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -303,7 +335,8 @@ class Worker:
             self._start()
 
     def _start(self) -> None:
-        if self._process is not None and self._process.poll() is None:
+        process = self._process
+        if process is not None and process.poll() is None and not (isinstance(process, _Forked) and process.gone):
             return
         self._stop()
         memory = memory_cap_mb()
@@ -327,7 +360,7 @@ class Worker:
         self._process, self._connection, self._ready = process, parent_end, False
         self.started += 1
         try:
-            parent_end.send((list(sys.path), memory, self.warm, dict(os.environ) if forked else None))
+            parent_end.send((list(sys.path), memory, self.warm, (dict(os.environ), os.getcwd()) if forked else None))
         except (BrokenPipeError, OSError):
             pass  # it died at once: the first call reports how
 
