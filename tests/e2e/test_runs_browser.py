@@ -103,10 +103,12 @@ def test_a_run_appears_grows_moves_opens_in_explore_and_its_link_reopens(browser
         page.wait_for_function(f"() => ({LOSS_POINTS_JS})() > 0", timeout=WAIT_MS)
         assert "step" not in app.query()  # at the newest step: following the run
         first_points = page.evaluate(LOSS_POINTS_JS)
-        first_step = _step_of(page.evaluate(SUBHEADER_JS))
+        # read as one value when it is there: the live fragment redraws the subheader while the run grows
+        shown_step = f"() => {{ const t = ({SUBHEADER_JS})(); return t && t.includes(' at step ') ? t : null; }}"
+        first_step = _step_of(page.wait_for_function(shown_step, timeout=WAIT_MS).json_value())
         # its figures grow while it trains: no reload, no click
         page.wait_for_function(f"() => ({LOSS_POINTS_JS})() > {first_points}", timeout=WAIT_MS)
-        page.wait_for_function(f"() => {{ const t = ({SUBHEADER_JS})(); return t && +t.split(' at step ')[1].replace(/,/g, '') > {first_step}; }}",
+        page.wait_for_function(f"() => {{ const t = ({SUBHEADER_JS})(); return t && t.includes(' at step ') && +t.split(' at step ')[1].replace(/,/g, '') > {first_step}; }}",
                                timeout=WAIT_MS)  # fmt: skip
         assert app.exceptions() == []
         # the step slider: to the first recorded step
