@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from explorer.runs import synthetic
 from explorer.watch.run_folder import RunWriter
@@ -309,3 +310,44 @@ def test_the_self_refreshing_views_end_an_expired_sign_in(runs, monkeypatch, age
     assert not app.exception
     assert bool(app.get("plotly_chart")) is shown
     assert app.user["is_logged_in"] is shown
+
+
+def _view_after_a_late_report(root: Path, run: str, layer: str, reported: str, state_layer: str | None = None):
+    """The run view of ``run`` (layer ``layer``, step 12) after a late report of ``reported`` in the list's box (a
+    browser resending the choice that opened it, at a timer's rerun of the view alone), as the view's fragment runs
+    it: ``_on_open``, then ``_run_view``. ``state_layer`` replaces the layer first (a state left without one)."""
+
+    def script(root: str, run: str, layer: str, reported: str, state_layer) -> None:
+        from dataclasses import replace
+        from pathlib import Path
+
+        import streamlit as st
+
+        from explorer.state.runs import RunsState
+        from explorer.ui import runs
+
+        if runs.STATE_KEY not in st.session_state:  # the first run only: a rerun of the view keeps what it set
+            state = RunsState(run=run, layer=layer, step=12)
+            st.session_state[runs.STATE_KEY] = state if state_layer is None else replace(state, layer=state_layer)
+            st.session_state["runs.w.open"] = reported
+            runs._on_open("runs.w.open")
+        runs._run_view(Path(root), run)
+
+    app = AppTest.from_function(script, args=(str(root), run, layer, reported, state_layer), default_timeout=120)
+    return app.run()
+
+
+def test_a_late_report_of_the_open_run_keeps_its_view_and_another_run_opens_it(runs):
+    app = _view_after_a_late_report(runs["root"], "clip-a", "binary_1", reported="clip-a")
+    assert not app.exception
+    assert app.subheader[0].value == "binary_1 at step 12"  # not reset to the first layer at the newest step
+    assert app.query_params["layer"] == "binary_1" and app.query_params["step"] == "12"
+    other = _view_after_a_late_report(runs["root"], "clip-a", "binary_1", reported="clip-b")
+    assert other.query_params["run"] == "clip-b" and "step" not in other.query_params  # a new choice: a new view
+
+
+def test_a_view_run_alone_with_no_layer_picked_shows_the_first_as_the_sidebar_does(runs):
+    app = _view_after_a_late_report(runs["root"], "clip-a", "binary_1", reported="clip-a", state_layer="")
+    assert not app.exception
+    assert app.subheader[0].value == "spike_0 at step 12"  # never " at step 12" with no layer
+    assert app.query_params["layer"] == "spike_0"

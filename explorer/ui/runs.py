@@ -183,7 +183,10 @@ def _changed(state: RunsState) -> None:
 
 
 def _on_open(key: str) -> None:
-    _changed(RunsState(run=st.session_state[key] or ""))
+    chosen = st.session_state[key] or ""
+    if chosen and chosen == _state().run:
+        return  # the run already shown: its view stays (a browser may report the list's choice again, late)
+    _changed(RunsState(run=chosen))
 
 
 def _on_layer() -> None:
@@ -270,8 +273,12 @@ def _layer_infos(info: dict) -> list[dict]:
     return [layer for layer in layers if isinstance(layer, dict) and "name" in layer] if isinstance(layers, list) else []
 
 
+def _layer_names(reader: RunReader) -> list[str]:
+    return [str(item["name"]) for item in _layer_infos(reader.run.info)]
+
+
 def _sidebar(reader: RunReader, state: RunsState, names: list[str]) -> RunsState:
-    layers = [str(layer["name"]) for layer in _layer_infos(reader.run.info)]
+    layers = _layer_names(reader)
     with st.sidebar:
         st.header("Run")
         options = [""] + sorted(set(names) | {state.run})
@@ -399,6 +406,12 @@ def _problems(reader: RunReader) -> None:
 
 
 def _run_body(reader: RunReader, state: RunsState) -> None:
+    layers = _layer_names(reader)
+    if layers and state.layer not in layers:
+        # the sidebar picks the layer in a whole-page run; a run of this fragment alone that finds none picked
+        # (the run listed its layers since) shows the sidebar's default, the first, and reruns the page to agree
+        _set_state(replace(state, layer=layers[0]))
+        st.rerun(scope="app")
     steps = reader.steps()
     layer = state.layer
     layer_info = _layer_info(reader, layer)
