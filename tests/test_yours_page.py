@@ -1,5 +1,6 @@
 """The Explore and Train pages with your own ops: GRADIENT_EXPLORER_OPS pointing at examples/ (AppTest, no browser)."""
 
+import concurrent.futures
 import json
 from pathlib import Path
 
@@ -8,6 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import loaded
+from explorer.checker import backends as across
+from explorer.ui import backends_panel
 from tests.test_explore_page import _trace, _values
 
 pytestmark = pytest.mark.slow  # the examples' ops run in worker processes (each starts TensorFlow)
@@ -33,11 +36,20 @@ FAILS_WITH = {
 }
 
 
+COMPARED = "clip_ste"  # examples/backends_portable.py: the one function whose backends panel is computed here
+_NEVER_DONE: concurrent.futures.Future = concurrent.futures.Future()
+
+
 @pytest.fixture(scope="module")
 def examples_env():
+    """examples/ loaded. The Explore page's backends panel compares only :data:`COMPARED` (a JAX and a torch worker,
+    tens of CPU seconds a function); every other keras.ops function's panel stays pending, as while it computes."""
+    compare = backends_panel._future
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(loaded.OPS_ENV, f"examples,{MISSING}")
         patch.chdir(ROOT)
+        patch.setattr(backends_panel, "_future", lambda target, name, lo, hi: (
+            compare(target, name, lo, hi) if name == COMPARED else _NEVER_DONE))  # fmt: skip
         loaded.reset()
         yield loaded.current()
     loaded.reset()
@@ -136,6 +148,24 @@ def test_every_example_op_renders_or_shows_its_message(examples_env):
     x = _values(custom, "x")
     np.testing.assert_allclose(_values(custom, "y"), 1 - np.tanh(x) ** 2, rtol=1e-5, atol=1e-6)
     assert any("Fails inside" in w.value and "numpy" in w.value for w in app.warning)
+
+
+@pytest.mark.skipif(not (across.installed("jax") and across.installed("torch")), reason="needs JAX and torch")
+def test_the_backends_panel_draws_a_portable_function_on_each_backend_and_passes_it(examples_env):
+    app = _app({"op": COMPARED})
+    assert any("Running it on the other installed Keras backends" in c.value for c in app.caption)  # pending
+    target, name = backends_panel.keras_function(COMPARED)
+    backends_panel._future(target, name, -3.0, 3.0).result(timeout=600)  # the page's default range
+    app.run()  # what the panel's polling fragment does once the comparison is done
+    assert not app.exception and "Other Keras backends" in [h.value for h in app.subheader]
+    assert any(s.value.startswith("**backends: pass.**") for s in app.success)
+    traces = _figure(app, "backends_figure")["data"]
+    for backend in ("tensorflow", "jax", "torch"):  # clip_ste: forward clip(x, -1, 1), gradient 1 where |x| <= 1
+        forward, gradient = [t for t in traces if t.get("name") == backend]
+        x = _values(forward, "x")
+        assert len(x) == backends_panel.POINTS and x[0] == -3.0 and x[-1] == 3.0
+        np.testing.assert_allclose(_values(forward, "y"), np.clip(x, -1.0, 1.0), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(_values(gradient, "y"), (np.abs(x) <= 1.0).astype(np.float64))
 
 
 def test_a_keyword_parameter_has_a_slider_that_changes_the_figure(examples_env):
