@@ -93,11 +93,11 @@ def test_autosparse_cannot_run_on_tensorflow_and_the_torch_style_backward_cannot
 # -- the checker on the corpus ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def corpus_rows():
-    """verify tests/corpus/ --backends (every installed backend), once for the module."""
+    """verify tests/corpus/ --backends (every installed backend) --jobs 2, once for the module."""
     from explorer.checker import backends, runner
 
     chosen = ["tensorflow"] + (["jax"] if HAS_JAX else []) + (["torch"] if HAS_TORCH else [])
-    frame, problems = runner.check_targets([str(CORPUS)], chosen)
+    frame, problems = runner.check_targets([str(CORPUS)], chosen, jobs=2)
     yield {(r["op"], r["check"]): r for r in frame.to_dict(orient="records")}, problems
     backends.close_workers()
 

@@ -55,10 +55,11 @@ BACKEND_LAYERS = ("SpikeLayer", "TFStyleLayer")
 
 @pytest.fixture(scope="session")
 def examples_run():
-    """(exit code, {(op, check): row}) of ``python -m explorer verify examples/ --json``."""
+    """(exit code, {(op, check): row}) of ``python -m explorer verify examples/ --json --jobs 2`` (two functions
+    at once: ``test_jobs_2_gives_the_rows_of_one_at_a_time`` compares it with one at a time)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = runner.main([str(EXAMPLES), "--json"])
+        code = runner.main([str(EXAMPLES), "--json", "--jobs", "2"])
     rows = json.loads(out.getvalue())
     return code, {(row["op"], row["check"]): row for row in rows}
 
@@ -543,6 +544,31 @@ def test_cli_table_for_a_target_exits_0_when_only_warnings(monkeypatch, capsys):
 def test_cli_refuses_targets_and_op_together(capsys):
     assert runner.main([str(EXAMPLES), "--op", "atan"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_cli_refuses_jobs_outside_1_to_16_and_jobs_without_targets(capsys):
+    for bad in ("0", "17", "two", "-1", "1.5"):
+        with pytest.raises(SystemExit) as exited:
+            runner.main([str(EXAMPLES / "square.py"), "--jobs", bad])
+        assert exited.value.code == 2
+        assert f"{bad!r}: allowed a whole number from 1 to 16" in capsys.readouterr().err
+    assert runner.main(["--jobs", "2"]) == 2
+    assert "--jobs checks your functions in worker processes: give TARGETs" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="allowed: 1 to 16"):
+        runner.check_targets([str(EXAMPLES / "square.py")], jobs=0)
+
+
+@pytest.mark.slow
+def test_jobs_2_gives_the_rows_of_one_at_a_time(examples_run):
+    """examples_run checked two functions at once; square.py's function and layer, one at a time, give the same
+    rows in the same order."""
+    one_at_a_time, problems = runner.check_targets([str(EXAMPLES / "square.py")])
+    assert not problems and set(one_at_a_time["op"]) == {"square_with_scaled_grad", "CustomSquareLayer"}
+    for row in one_at_a_time.itertuples():
+        at_once = examples_run[1][(row.op, row.check)]
+        assert (at_once["level"], at_once["passed"], at_once["message"]) == (row.level, row.passed, row.message)
+    in_examples = [key for key in examples_run[1] if key[0] in {"square_with_scaled_grad", "CustomSquareLayer"}]
+    assert in_examples == list(zip(one_at_a_time["op"], one_at_a_time["check"], strict=True))
 
 
 def test_assert_custom_gradient_refuses_a_layer_instance_and_a_plain_function():

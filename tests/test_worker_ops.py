@@ -92,10 +92,12 @@ def test_the_checks_panel_of_a_crashing_function_is_one_failed_row(crashing, mon
 
 
 def test_verify_checks_every_function_and_names_how_each_bad_one_ended():
+    """Three functions at once (--jobs 3): the sleeping and the spinning backward each hold a worker of their own
+    for the time limit while the others are checked; the rows are still in the module's order."""
     env = {**os.environ, worker.process.CHECK_SECONDS_ENV: str(CHECK_SECONDS_VERIFY), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "explorer", "verify", FIXTURE, "--json"], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=1800,
+        [sys.executable, "-m", "explorer", "verify", FIXTURE, "--json", "--jobs", "3"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=1800,
     )
     assert done.returncode == 1, done.stderr[-2000:]
     rows = json.loads(done.stdout)  # complete JSON: every function, every check

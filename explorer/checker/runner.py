@@ -9,10 +9,13 @@ your own code of any signature, ``ops.from_function``), a Keras layer through
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime as _dt
 import json
 import platform
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
@@ -27,6 +30,7 @@ from explorer.checker import discover, plan
 from explorer.checker.common import LEVELS, VERIFICATION_DIR, Check
 
 COLUMNS = ["op", "check", "level", "passed", "message", "backend"]  # backend: where the check ran
+MAX_JOBS = 16  # verify --jobs: worker processes at once, each with TensorFlow and your module (a few hundred MB)
 
 
 def check(op: str | ops.OpSpec, /, *, forward_mode: bool = False, **params: Any) -> list[Check]:
@@ -128,7 +132,7 @@ def write_record(results: pd.DataFrame, seconds: float, directory: Path = VERIFI
 
 def check_targets(
     targets: Sequence[str], backends: Sequence[str] | None = None, forward_mode: bool = False,
-    progress: Any = None,
+    progress: Any = None, jobs: int = 1,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Check every custom-gradient function and Layer subclass in ``targets`` (see :mod:`explorer.discover`).
 
@@ -141,10 +145,13 @@ def check_targets(
     ``backends`` (``["tensorflow", "jax", "torch"]``): each ``keras.ops.custom_gradient`` function also gets a
     ``backends`` row comparing them (:mod:`explorer.checker.backends`); without it, a ``skip`` row saying it
     was checked on TensorFlow only. ``progress`` (:mod:`explorer.checker.progress`) is told each function's start
-    and verdict.
+    and verdict. ``jobs``: how many functions are checked at once, each in a worker process of its own (rows in
+    the same order as one at a time; a function that hangs holds only its own worker until its time limit).
     """
     from explorer.checker.progress import SILENT
 
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ValueError(f"jobs={jobs!r}; allowed: 1 to {MAX_JOBS}")
     progress = SILENT if progress is None else progress
     found = discover.Discovered()
     origin: dict[int, str] = {}
@@ -158,20 +165,46 @@ def check_targets(
     names = [item.name for item in found.functions + found.layers]
     rows = []
     progress.add(len(names))
-    for item in found.functions + found.layers:
-        label = item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
-        progress.start(label)
+    told = threading.Lock()  # progress lines from several lanes, one at a time
+
+    def labelled(item: discover.Found) -> str:
+        return item.name if names.count(item.name) == 1 else f"{item.module}.{item.name}"
+
+    def check_one(item: discover.Found, lane: str) -> list[Check]:
+        with told:
+            progress.start(labelled(item))
         if ISOLATE:
             results = checked_in_worker(
                 origin[id(item)], found_in_target[id(item)], item, is_layer=item not in found.functions,
-                forward_mode=forward_mode,
+                forward_mode=forward_mode, lane=lane,
             )
         else:
             results = check_found(item, found, forward_mode)
+        with told:
+            progress.done(labelled(item), [result.level for result in results])
+        return results
+
+    items = found.functions + found.layers
+    if jobs == 1 or not ISOLATE:
+        checked = [check_one(item, VERIFY_LANE) for item in items]
+    else:
+        lanes: queue.SimpleQueue[str] = queue.SimpleQueue()
+        for number in range(jobs):
+            lanes.put(VERIFY_LANE if number == 0 else f"{VERIFY_LANE}-{number + 1}")
+
+        def in_a_free_lane(item: discover.Found) -> list[Check]:
+            lane = lanes.get()
+            try:
+                return check_one(item, lane)
+            finally:
+                lanes.put(lane)
+
+        with concurrent.futures.ThreadPoolExecutor(jobs, thread_name_prefix="verify-lane") as pool:
+            checked = list(pool.map(in_a_free_lane, items))  # in discovery order, whichever ends first
+    for item, results in zip(items, checked, strict=True):
         for result in results:
-            rows.append({"op": label, "check": result.name, **{k: v for k, v in asdict(result).items() if k != "name"},
-                         "backend": "tensorflow"})
-        progress.done(label, [result.level for result in results])
+            rows.append({"op": labelled(item), "check": result.name,
+                         **{k: v for k, v in asdict(result).items() if k != "name"}, "backend": "tensorflow"})
     if found.functions or backends:
         from explorer.checker import backends as across
 
@@ -218,14 +251,15 @@ def _check_by_place(target: str, place: int, name: str, forward_mode: bool = Fal
 
 
 def checked_in_worker(
-    target: str, place: int, item: discover.Found, *, is_layer: bool, forward_mode: bool = False
+    target: str, place: int, item: discover.Found, *, is_layer: bool, forward_mode: bool = False,
+    lane: str = VERIFY_LANE,
 ) -> list[Check]:
-    """:func:`check_found` for ``item`` of ``target`` in this process's verify worker. If the worker ends
-    (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
+    """:func:`check_found` for ``item`` of ``target`` in this process's verify worker ``lane``. If the worker
+    ends (exit, signal, SystemExit) or does not return in time: one failed row per check naming how; the
     worker is replaced for the next function."""
     from explorer import worker
 
-    running = worker.shared(VERIFY_LANE, worker.importing(plan.__name__))
+    running = worker.shared(lane, worker.importing(plan.__name__))
     try:
         return running.call(
             _check_by_place, target, place, item.name, forward_mode, time_limit=worker.check_seconds()
@@ -242,8 +276,16 @@ def across_backends(text: str) -> list[str]:
     return backends.parse_backends(text)
 
 
+def _jobs(text: str) -> int:
+    """``--jobs``: a whole number from 1 to :data:`MAX_JOBS` (argparse makes the error an exit 2)."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed a whole number from 1 to {MAX_JOBS}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--backends LIST] [--forward-mode] [--json] [--record ...]``.
+    """``python -m explorer verify [TARGET ...] [--op KEY ...] [--backends LIST] [--forward-mode] [--jobs N] [--json]
+    [--record ...]``.
 
     TARGETs are ``.py`` files, directories of them or module names (your own code); without one the
     built-in ops are checked. Exit 1 on a failed check, 2 when a target or op cannot be checked.
@@ -262,6 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also check forward mode: tf.autodiff.ForwardAccumulator's JVP against the custom gradient (opt-in: "
         "few teams use JVPs)",
+    )
+    parser.add_argument(
+        "--jobs", type=_jobs, metavar="N",
+        help=f"check N of your functions at once, each in a worker process of its own (1 to {MAX_JOBS}; default 1): "
+        "on 2 cores, 2 check many functions in about half the time, and a function that hangs holds only its "
+        "own worker",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument(
@@ -286,10 +334,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from explorer.checker.progress import for_terminal
 
-        results, problems = check_targets(args.targets, chosen, args.forward_mode, for_terminal(0, args.json))
+        results, problems = check_targets(
+            args.targets, chosen, args.forward_mode, for_terminal(0, args.json), jobs=args.jobs or 1
+        )
     else:
         if args.backends is not None:
             print("--backends compares your keras.ops functions: give TARGETs", file=sys.stderr)
+            return 2
+        if args.jobs is not None:
+            print("--jobs checks your functions in worker processes: give TARGETs (the built-in ops are checked here)",
+                  file=sys.stderr)
             return 2
         keys = args.op or ops.names()
         unknown = [key for key in keys if key not in ops.names()]
