@@ -4,23 +4,37 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check e2e lint bench bench-browser verify mutate clean
+.PHONY: run test check e2e lint bench bench-browser verify mutate clean venv-install
 
+# uv (PyPI's, pinned) installs the pins: about 20 s where pip takes 70 (the dev requirements and torch, on this
+# 2-core machine, docs/testing.md). --compile-bytecode as pip does: without .pyc files every process that imports
+# TensorFlow compiles it again (and the suite starts hundreds). Where uv cannot be installed, pip does it all. uv reads
+# no pip.conf: the folders of PIP_FIND_LINKS (where a machine keeps torch's CPU build) are passed to it.
+UV_VERSION := 0.13.9
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION) || echo "uv could not be installed: pip installs instead"
+
+# $(call INSTALL,ARGS): `pip install ARGS` into .venv, by uv where it is installed
+INSTALL = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	$(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) $(1); else $(BIN)/python -m pip install --quiet $(1); fi
 
 # The project itself is installed editable (no deps: the pins above), so `.venv/bin/gradient-explorer` and
 # `.venv/bin/python -m explorer verify my_ops.py` work from any folder, on this clone's code.
 $(VENV)/.runtime-installed: requirements.txt pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(call INSTALL,-r requirements.txt)
+	$(call INSTALL,--no-deps -e .)
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(call INSTALL,-r requirements-dev.txt)
+	$(call INSTALL,--no-deps -e .)
 	touch $(VENV)/.runtime-installed $@
+
+# `make venv-install ARGS=...`: one more package into .venv, the same way (.ci/run installs torch so)
+venv-install: | $(BIN)/python
+	$(call INSTALL,$(ARGS))
 
 # Listens on 127.0.0.1 only. SHARE=1 opens it to the network; REPLICAS=N runs N servers behind HAProxy;
 # AUTH=FILE asks for a password from an htpasswd file at the proxy; LOGIN=oidc asks everyone to sign in with the
@@ -41,14 +55,19 @@ run: $(VENV)/.runtime-installed
 # are built on one worker, where `load` built many on both) and, when it runs dry, takes the end of the other's
 # queue. The all-slow modules are collected first (tests/conftest.py), so the long tests start at once.
 # --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
+# BESIDE_BROWSER: unit modules that run in the browser run (first: all-slow modules lead, tests/conftest.py), to
+# balance the two (the browser run ended minutes before the unit tests, which then left a core part idle): modules
+# that mostly wait on fresh interpreters of their own, about 130 s of the unit tests' 1,500 worker-seconds.
 XDIST ?= -n 2 --dist worksteal
+BESIDE_BROWSER := tests/test_watch_processes.py tests/test_cpu.py
 E2E_LOG := test-artifacts/e2e.log
 test: $(VENV)/.dev-installed
 	@mkdir -p $(dir $(E2E_LOG)); \
-	echo "browser tests: running next to the unit tests, output in $(E2E_LOG) (printed at the end)"; \
-	$(BIN)/python -m pytest -p no:xdist -m e2e tests/e2e --durations=30 --color=yes > $(E2E_LOG) 2>&1 & browser=$$!; \
+	echo "browser tests (then $(BESIDE_BROWSER)): running next to the unit tests, output in $(E2E_LOG) (printed at the end)"; \
+	$(BIN)/python -m pytest -p no:xdist tests/e2e $(BESIDE_BROWSER) --durations=30 --color=yes \
+		> $(E2E_LOG) 2>&1 & browser=$$!; \
 	trap 'kill -TERM $$browser 2>/dev/null; wait $$browser; exit 130' INT TERM; \
-	$(BIN)/python -m pytest $(XDIST) -m "not e2e" --durations=30; unit=$$?; \
+	$(BIN)/python -m pytest $(XDIST) -m "not e2e" $(addprefix --ignore=,$(BESIDE_BROWSER)) --durations=30; unit=$$?; \
 	echo "unit tests over (exit $$unit); waiting for the browser tests"; \
 	wait $$browser; e2e=$$?; \
 	cat $(E2E_LOG); \

@@ -47,9 +47,10 @@ BROWSER_SKIP = "no real browser: "  # starts the reason of every skip for a miss
 
 def pytest_configure(config):
     """`make test` runs the browser tests in the background, next to the unit tests, where the shell starts them
-    with SIGINT ignored and stops them with SIGTERM: both raise KeyboardInterrupt here, so a stopped run still
-    ends its servers and Chromium (the fixtures' exits) instead of leaving them listening."""
-    if config.option.markexpr == "e2e" and not hasattr(config, "workerinput"):
+    with SIGINT ignored (how this run knows it is that one) and stops them with SIGTERM: both raise
+    KeyboardInterrupt here, so a stopped run still ends its servers and Chromium (the fixtures' exits) instead of
+    leaving them listening."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and not hasattr(config, "workerinput"):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
