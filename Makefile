@@ -16,9 +16,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION) || echo "uv could not be installed: pip installs instead"
 
-# $(call INSTALL,ARGS): `pip install ARGS` into .venv, by uv where it is installed
-INSTALL = if [ -x $(BIN)/uv ]; then $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
-	$(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) $(1); else $(BIN)/python -m pip install --quiet $(1); fi
+# $(call INSTALL,ARGS): `pip install ARGS` into .venv, by uv where it is installed; by pip where uv is not, or
+# fails (a machine whose pip.conf names an index or a folder that uv does not read)
+INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	$(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) $(1); } || \
+	{ [ ! -x $(BIN)/uv ] || echo "uv could not install $(1): pip installs it"; $(BIN)/python -m pip install --quiet $(1); }
 
 # The project itself is installed editable (no deps: the pins above), so `.venv/bin/gradient-explorer` and
 # `.venv/bin/python -m explorer verify my_ops.py` work from any folder, on this clone's code.
