@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import re
+import socket
 import stat
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,7 @@ def test_each_replica_is_a_health_checked_server_with_its_own_cookie_value():
     assert "option httpchk GET /_stcore/health" in config and "http-check expect string ok" in config
     assert "http-response set-header X-Gradient-Explorer-Replica %s" in config  # %s: the server that answered
     assert "option redispatch" in config  # a cookie naming a dead replica goes to a live one
+    assert re.search(r"^\s*timeout check 5s$", config, re.M)  # a busy replica answers late (test_a_replica_...)
     assert re.search(r"^\s*bind 127\.0\.0\.1:8501$", config, re.M)
     tunnel = int(re.search(r"timeout tunnel (\d+)s", config).group(1))
     assert tunnel == replicas.TUNNEL_TIMEOUT_SECONDS >= 3600  # an idle WebSocket outlives a long training run
@@ -49,6 +54,71 @@ def test_haproxy_accepts_the_generated_configuration(tmp_path):
     done = subprocess.run(["haproxy", "-c", "-f", str(path)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Configuration file is valid" in done.stdout + done.stderr
+
+
+class _SlowHealth(http.server.BaseHTTPRequestHandler):
+    """A replica whose Python is busy: /_stcore/health answers "ok", 2.5 s late; any other path is refused."""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path != "/_stcore/health":
+            self.send_error(404)
+            return
+        time.sleep(2.5)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+def _proxy_states(stats_socket: Path) -> dict[str, str]:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(stats_socket))
+        sock.sendall(b"show stat\n")
+        text = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+    header, *rows = text.strip().splitlines()
+    columns = header.lstrip("# ").split(",")
+    states = {}
+    for row in rows:
+        values = dict(zip(columns, row.split(","), strict=False))
+        if values.get("pxname") == "replicas" and values.get("svname") not in ("BACKEND", "FRONTEND"):
+            states[values["svname"]] = values["status"]
+    return states
+
+
+@pytest.mark.slow
+@pytest.mark.requires_tool("haproxy", "gradient-explorer run --replicas needs HAProxy: apt-get install -y haproxy")
+def test_a_replica_that_answers_its_health_check_late_stays_in_and_a_dead_one_goes(tmp_path):
+    """HAProxy with the generated configuration, on loopback: r1 answers its health checks 2.5 s late (busy), r2's
+    port is closed (dead). After 4 checks (at 1 s intervals; 2 failures mark a server down), r1 is still UP and r2
+    DOWN. With the check timeout at the interval, HAProxy's default, r1 was marked down too."""
+    slow = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowHealth)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead_port = closed.getsockname()[1]  # nothing listens there once this socket closes
+    pool = [replicas.Replica("r1", slow.server_address[1]), replicas.Replica("r2", dead_port)]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    stats_socket = tmp_path / "stats.sock"
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(replicas.haproxy_config("127.0.0.1", port, pool, stats_socket, None))
+    proxy = subprocess.Popen(["haproxy", "-f", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not stats_socket.exists():
+            assert proxy.poll() is None and time.monotonic() < deadline, proxy.stdout.read().decode()
+            time.sleep(0.1)
+        time.sleep(4 * (replicas.HEALTH_CHECK_SECONDS + 2.5))  # four slow checks of r1, many refused ones of r2
+        assert _proxy_states(stats_socket) == {"r1": "UP", "r2": "DOWN"}
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        slow.shutdown()
 
 
 def test_the_cookie_secret_is_made_once_and_kept_private(tmp_path):

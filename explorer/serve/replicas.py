@@ -56,6 +56,11 @@ MAX_REPLICAS = 16
 # minutes here), so a quiet training page is never cut.
 TUNNEL_TIMEOUT_SECONDS = 3600
 HEALTH_CHECK_SECONDS = 1  # a dead replica is out after 2 failed checks, back after 2 good ones
+# How long a health check waits for a replica's answer once connected. A replica whose Python is busy (a user's
+# training step, a big sweep) answers late, not never: at HAProxy's default (the 1 s interval) a loaded replica was
+# marked down and its users moved to another, their sessions lost. A killed replica refuses the connection and is
+# out as fast as before; a hung one after 2 x (1 + 5) s.
+HEALTH_CHECK_TIMEOUT_SECONDS = 5
 HAPROXY = os.environ.get("GRADIENT_EXPLORER_HAPROXY", "haproxy")
 START_TIMEOUT_SECONDS = 180.0
 RESTART_DELAYS_SECONDS = (1.0, 5.0, 30.0, 60.0, 300.0)  # before each restart of a replica dying young; then none
@@ -150,6 +155,7 @@ defaults
     timeout server 60s
     timeout tunnel {TUNNEL_TIMEOUT_SECONDS}s
     timeout http-request 30s
+    timeout check {HEALTH_CHECK_TIMEOUT_SECONDS}s
     option redispatch
     retries 2
 
