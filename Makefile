@@ -6,9 +6,9 @@ BIN := $(VENV)/bin
 
 .PHONY: run test check e2e lint bench bench-browser verify mutate clean venv-install
 
-# uv (PyPI's, pinned) installs the pins: about 20 s where pip takes 70 (the dev requirements and torch, on this
-# 2-core machine, docs/testing.md). --compile-bytecode as pip does: without .pyc files every process that imports
-# TensorFlow compiles it again (and the suite starts hundreds). Where uv cannot be installed, pip does it all. uv reads
+# uv (PyPI's, pinned) installs the pins: a fresh clone's CI installs in 40 to 47 s where pip took 78 to 93 s
+# (docs/testing.md). --compile-bytecode as pip does: without .pyc files every process that imports TensorFlow
+# compiles it again (and the suite starts hundreds). Where uv cannot be installed, or fails, pip installs. uv reads
 # no pip.conf: the folders of PIP_FIND_LINKS (where a machine keeps torch's CPU build) are passed to it.
 UV_VERSION := 0.13.9
 $(BIN)/python:
@@ -59,13 +59,13 @@ run: $(VENV)/.runtime-installed
 # --durations=30: the 30 slowest tests, to see where the time goes. Compare: make test XDIST="-n 2 --dist load".
 # BESIDE_BROWSER: unit modules that run in the browser run (first: all-slow modules lead, tests/conftest.py), to
 # balance the two (the browser run ended minutes before the unit tests, which then left a core part idle): modules
-# that mostly wait on fresh interpreters of their own, about 130 s of the unit tests' 1,500 worker-seconds.
+# that mostly wait on fresh interpreters of their own, about 85 s there.
 XDIST ?= -n 2 --dist worksteal
 BESIDE_BROWSER := tests/test_watch_processes.py tests/test_cpu.py
 E2E_LOG := test-artifacts/e2e.log
 test: $(VENV)/.dev-installed
 	@mkdir -p $(dir $(E2E_LOG)); \
-	echo "browser tests (then $(BESIDE_BROWSER)): running next to the unit tests, output in $(E2E_LOG) (printed at the end)"; \
+	echo "browser tests and $(BESIDE_BROWSER): running next to the unit tests, output in $(E2E_LOG) (printed at the end)"; \
 	$(BIN)/python -m pytest -p no:xdist tests/e2e $(BESIDE_BROWSER) --durations=30 --color=yes \
 		> $(E2E_LOG) 2>&1 & browser=$$!; \
 	trap 'kill -TERM $$browser 2>/dev/null; wait $$browser; exit 130' INT TERM; \

@@ -408,8 +408,9 @@ def _problems(reader: RunReader) -> None:
 def _run_body(reader: RunReader, state: RunsState) -> None:
     layers = _layer_names(reader)
     if layers and state.layer not in layers:
-        # the sidebar picks the layer in a whole-page run; a run of this fragment alone that finds none picked
-        # (the run listed its layers since) shows the sidebar's default, the first, and reruns the page to agree
+        # the sidebar picks the layer in a whole-page run; a run of this fragment alone that finds none picked (the
+        # run listed its layers since, or a callback reset the state) shows the sidebar's default, the first, and
+        # reruns the page so that both agree
         _set_state(replace(state, layer=layers[0]))
         st.rerun(scope="app")
     steps = reader.steps()
