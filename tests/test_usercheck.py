@@ -558,6 +558,49 @@ def test_cli_refuses_jobs_outside_1_to_16_and_jobs_without_targets(capsys):
         runner.check_targets([str(EXAMPLES / "square.py")], jobs=0)
 
 
+MEETING = textwrap.dedent("""
+    import pathlib
+    import time
+
+    import tensorflow as tf
+
+    HERE = pathlib.Path(__file__).parent
+
+
+    def _meet(me, other):
+        \"\"\"Mark that ``me`` runs, then wait for ``other``: both pass only if their checks overlap.\"\"\"
+        (HERE / me).touch()
+        while not (HERE / other).exists():
+            time.sleep(0.05)
+
+
+    @tf.custom_gradient
+    def first(x):
+        _meet("first", "second")
+        return tf.identity(x), lambda dy: dy
+
+
+    @tf.custom_gradient
+    def second(x):
+        _meet("second", "first")
+        return tf.identity(x), lambda dy: dy
+""")
+
+
+@pytest.mark.slow
+def test_jobs_2_checks_two_functions_at_the_same_time(tmp_path, monkeypatch):
+    """Each function's forward waits until the other's has run: checked one after the other, the first would hang
+    until its time limit and fail; with --jobs 2 both pass (no timing is measured)."""
+    from explorer import worker
+
+    (tmp_path / "meeting.py").write_text(MEETING)
+    monkeypatch.setenv(worker.process.CHECK_SECONDS_ENV, "120")
+    rows, problems = runner.check_targets([str(tmp_path / "meeting.py")], jobs=2)
+    assert not problems and set(rows["op"]) == {"first", "second"}
+    failed = rows[~rows["passed"]]
+    assert failed.empty, failed[["op", "check", "message"]].to_string()
+
+
 @pytest.mark.slow
 def test_jobs_2_gives_the_rows_of_one_at_a_time(examples_run):
     """examples_run checked two functions at once; square.py's function and layer, one at a time, give the same
